@@ -1,0 +1,5 @@
+import sys
+
+from ensdiv.cli import main
+
+sys.exit(main())

@@ -1,0 +1,137 @@
+"""The ``ensdiv`` command: ``run``, ``book``, ``zoo``, ``bench``, ``data``.
+
+Errors that are the user's to fix (an unknown scale, a notebook that does not exist, a parameter a
+notebook does not declare, missing data) are printed as one sentence, without a traceback, and the
+command exits with status 2. A failing notebook makes ``run``/``book`` exit with status 1 after the
+others have run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from ensdiv.errors import EnsdivError
+
+__all__ = ["main"]
+
+
+def _params(pairs: list[list[str]] | None) -> dict:
+    out = {}
+    for name, value in pairs or []:
+        out[name] = yaml.safe_load(value)  # "4" -> 4, "0.1" -> 0.1, "true" -> True, "/a/b" -> "/a/b"
+    return out
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ensdiv.runner import run_notebooks, summary, toc_notebooks
+
+    if args.list:
+        for nb in toc_notebooks():
+            print(nb)
+        return 0
+    notebooks = args.notebooks or toc_notebooks()
+    results = run_notebooks(notebooks, scale=args.scale, params=_params(args.param), force=args.force)
+    print(summary(results))
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+def _cmd_book(args: argparse.Namespace) -> int:
+    from ensdiv.runner import build_book, summary
+
+    t0 = time.perf_counter()
+    results, index = build_book(scale=args.scale, force=args.force, html_only=args.html_only)
+    print(summary(results))
+    failed = [r for r in results if r.status == "failed"]
+    print(f"Book built in {time.perf_counter() - t0:.1f} s: open {index}")
+    if failed:
+        print(f"{len(failed)} notebook(s) failed; their pages show the error.", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _cmd_zoo(args: argparse.Namespace) -> int:
+    from ensdiv import zoo
+
+    if args.action == "build":
+        zoo.zoo_build(args.scale, only=args.only)
+    else:
+        zoo.zoo_list(args.scale)
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from ensdiv.paths import project_root
+
+    benches = sorted((project_root() / "benchmarks").glob("bench_*.py"))
+    if args.only:
+        benches = [b for b in benches if any(o in b.stem for o in args.only)]
+    status = 0
+    for b in benches:
+        print(f"== {b.name}", flush=True)
+        cmd = [sys.executable, str(b)] + (["--quick"] if args.quick else [])
+        status |= subprocess.call(cmd, cwd=str(project_root()))
+    return status
+
+
+def _cmd_data(args: argparse.Namespace) -> int:
+    from ensdiv.data import list_datasets
+
+    for name, desc in list_datasets():
+        print(f"{name:<40} {desc}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ensdiv", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="execute notebooks with papermill into _build/executed/<scale>/")
+    run.add_argument("notebooks", nargs="*", help="notebook paths (default: every notebook of _toc.yml)")
+    run.add_argument("--scale", default="cpu", help="smoke | cpu | paper (default cpu)")
+    run.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                     help="a notebook parameter, e.g. -p data_root /data (repeatable)")
+    run.add_argument("--force", action="store_true", help="re-run even if source and parameters did not change")
+    run.add_argument("--list", action="store_true", help="list the notebooks of the book and exit")
+    run.set_defaults(func=_cmd_run)
+
+    book = sub.add_parser("book", help="run every notebook of _toc.yml, then build the book into _build/html")
+    book.add_argument("--scale", default="cpu")
+    book.add_argument("--force", action="store_true")
+    book.add_argument("--html-only", action="store_true", help="render the notebooks already executed")
+    book.set_defaults(func=_cmd_book)
+
+    zoo = sub.add_parser("zoo", help="train (build) or list the model zoo")
+    zoo.add_argument("action", choices=["build", "list"])
+    zoo.add_argument("--scale", default="cpu")
+    zoo.add_argument("--only", nargs="*", help="only these recipe names")
+    zoo.set_defaults(func=_cmd_zoo)
+
+    bench = sub.add_parser("bench", help="run the benchmarks (JSON into benchmarks/results/)")
+    bench.add_argument("--only", nargs="*")
+    bench.add_argument("--quick", action="store_true")
+    bench.set_defaults(func=_cmd_bench)
+
+    data = sub.add_parser("data", help="list the registered datasets")
+    data.set_defaults(func=_cmd_data)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except EnsdivError as exc:
+        print(f"ensdiv: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ensdiv: interrupted; finished work is cached and a re-run resumes.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

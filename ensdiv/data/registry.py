@@ -1,0 +1,118 @@
+"""A registry of named evaluation and training sets, all returned as in-memory tensors.
+
+Names are ``"<family>/<rest>"`` (``"fmnist/test"``, ``"fmnist-c/gaussian_noise/3"``). A family
+registers one builder that receives the parts after the family name, plus a function listing its
+valid names and a one-line description. :func:`get_dataset` resolves a name; :func:`list_datasets`
+lists every name with its description (and size where known without building).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import torch
+
+from ensdiv.errors import EnsdivError, unknown_name
+
+__all__ = ["TensorSet", "register_family", "get_dataset", "list_datasets", "dataset_names"]
+
+
+@dataclass
+class TensorSet:
+    """A labelled set of images held in memory.
+
+    Attributes:
+        x: images, float32 in [0, 1], shape (N, C, H, W).
+        y: labels, int64, shape (N,); ``-1`` for unlabelled OOD samples.
+        name: registry name.
+        classes: class names (index = label).
+        description: one line saying what the set is.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    name: str
+    classes: list[str] = field(default_factory=list)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.x.ndim != 4:
+            raise EnsdivError(f"Dataset {self.name!r} images must be shaped (N, C, H, W), got {tuple(self.x.shape)}.")
+        if self.x.shape[0] != self.y.shape[0]:
+            raise EnsdivError(
+                f"Dataset {self.name!r} has {self.x.shape[0]} images but {self.y.shape[0]} labels."
+            )
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def subset(self, n: int | None, *, seed: int = 0) -> TensorSet:
+        """A seeded random subset of ``n`` samples (all of them when ``n`` is falsy or too large)."""
+        if not n or n >= len(self):
+            return self
+        g = torch.Generator().manual_seed(seed)
+        idx = torch.randperm(len(self), generator=g)[:n].sort().values
+        return TensorSet(self.x[idx], self.y[idx], f"{self.name}[{n}@{seed}]", self.classes, self.description)
+
+
+@dataclass
+class _Family:
+    builder: Callable[..., TensorSet]
+    names: Callable[[], Iterable[str]]
+    description: str
+
+
+_FAMILIES: dict[str, _Family] = {}
+
+
+def register_family(
+    family: str, builder: Callable[..., TensorSet], *, names: Callable[[], Iterable[str]], description: str
+) -> None:
+    """Register a family of sets: ``get_dataset("family/a/b")`` calls ``builder("a", "b")``."""
+    _FAMILIES[family] = _Family(builder, names, description)
+
+
+def dataset_names() -> list[str]:
+    """Every registered set name."""
+    _load_builtin_families()
+    return sorted(n for fam in _FAMILIES.values() for n in fam.names())
+
+
+def list_datasets() -> list[tuple[str, str]]:
+    """``(name, description)`` for every registered set."""
+    _load_builtin_families()
+    rows = []
+    for fam in _FAMILIES.values():
+        rows.extend((n, fam.description) for n in fam.names())
+    return sorted(rows)
+
+
+def get_dataset(name: str, **kwargs) -> TensorSet:
+    """Build (or load from the cache) the set called ``name``.
+
+    Raises:
+        UnknownNameError: ``name`` is not registered (the message lists valid names).
+    """
+    _load_builtin_families()
+    family, _, rest = name.partition("/")
+    if family not in _FAMILIES or name not in set(_FAMILIES[family].names()):
+        raise unknown_name("dataset", name, dataset_names())
+    parts = rest.split("/") if rest else []
+    return _FAMILIES[family].builder(*parts, **kwargs)
+
+
+def _load_builtin_families() -> None:
+    # Importing the modules registers their families; done lazily to keep `import ensdiv` light.
+    import importlib
+    import pkgutil
+
+    import ensdiv.data as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name != "registry":
+            importlib.import_module(f"{pkg.__name__}.{info.name}")

@@ -1,0 +1,39 @@
+"""Errors that carry one clear sentence for the user.
+
+Every bad-input case in ensdiv raises an :class:`EnsdivError` (or a subclass) whose message is a
+single sentence saying what was wrong and what would work. The CLI prints that sentence without a
+traceback; notebooks show it as the cell's error.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class EnsdivError(Exception):
+    """Base class: a user-facing error with a one-sentence message."""
+
+
+class UnknownNameError(EnsdivError, KeyError):
+    """A model, dataset, preset, scale or parameter name that is not registered."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DataNotFoundError(EnsdivError, FileNotFoundError):
+    """Data that is needed is not on this machine."""
+
+
+class CacheError(EnsdivError, OSError):
+    """The cache directory cannot be used."""
+
+
+def unknown_name(kind: str, name: str, valid: Iterable[str]) -> UnknownNameError:
+    """Build an :class:`UnknownNameError` that lists close matches and the valid names."""
+    valid = sorted(valid)
+    close = difflib.get_close_matches(str(name), valid, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    shown = ", ".join(valid[:40]) + (f", ... ({len(valid)} in all)" if len(valid) > 40 else "")
+    return UnknownNameError(f"Unknown {kind} {name!r}.{hint} Valid {kind}s: {shown}.")

@@ -1,0 +1,1 @@
+"""Scale presets, one module per paper (or ``foundations``); see :mod:`ensdiv.config`."""

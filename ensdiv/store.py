@@ -1,0 +1,195 @@
+"""Content-addressed cache for checkpoints, predictions and evaluation sets.
+
+Every cached object is keyed by the SHA-256 of its full configuration (canonical JSON), so a change
+of any data, model, training or code-version field is a miss. A file holds a one-line header with the
+SHA-256 of the payload, then the payload written by :func:`torch.save`. Writes go to a temporary file
+in the same folder followed by an atomic rename, so an interrupted write never leaves a file under the
+final name. Loads verify the checksum and use ``torch.load(..., weights_only=True)``; a truncated or
+corrupt file is reported, deleted and recomputed, never used.
+
+Payloads must be what ``weights_only`` loading accepts: tensors, numbers, strings, and lists, tuples
+and dicts of those (state dicts included).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ensdiv.errors import CacheError
+
+__all__ = ["Store", "default_store", "config_key", "cached", "CorruptEntryWarning"]
+
+_MAGIC = b"ensdiv-store-v1 "
+
+
+class CorruptEntryWarning(UserWarning):
+    """A cache entry failed its checksum and was discarded."""
+
+
+def _canonical(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, list | tuple):
+        return [_canonical(v) for v in obj]
+    if isinstance(obj, float | int | str | bool) or obj is None:
+        return obj
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        return _canonical(asdict(obj))
+    raise TypeError(f"Cannot use a {type(obj).__name__} in a cache key; use numbers, strings, lists or dicts.")
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    """SHA-256 hex digest of the canonical JSON of ``config`` (order of keys does not matter)."""
+    text = json.dumps(_canonical(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_PLAIN = (int, float, str, bool, bytes, type(None), torch.Tensor, torch.dtype, torch.Size)
+
+
+def _check_payload(obj: Any, where: str = "payload") -> None:
+    """Refuse, before writing, what ``torch.load(weights_only=True)`` would refuse when reading."""
+    if isinstance(obj, _PLAIN):
+        return
+    if isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            _check_payload(v, f"{where}[{i}]")
+        return
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_payload(k, f"{where} key")
+            _check_payload(v, f"{where}[{k!r}]")
+        return
+    raise TypeError(
+        f"Cannot cache {where} of type {type(obj).__name__}: store tensors, numbers, strings and "
+        "lists/dicts of those (a model's state_dict, not the model)."
+    )
+
+
+class Store:
+    """A folder of checksummed, atomically written cache entries.
+
+    Args:
+        root: folder of the cache; created on first write.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root)
+
+    def path(self, kind: str, key: str) -> Path:
+        """Where the entry ``key`` of the given kind lives."""
+        return self.root / kind / key[:2] / f"{key}.pt"
+
+    def exists(self, kind: str, config: Mapping[str, Any]) -> bool:
+        return self.path(kind, config_key(config)).exists()
+
+    def save(self, kind: str, config: Mapping[str, Any], payload: Any) -> Path:
+        """Write ``payload`` under the key of ``config`` atomically; returns the final path."""
+        key = config_key(config)
+        final = self.path(kind, key)
+        _check_payload(payload)
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            buf = io.BytesIO()
+            torch.save({"config": _canonical(config), "payload": payload}, buf)
+            data = buf.getvalue()
+            digest = hashlib.sha256(data).hexdigest().encode()
+            fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{key[:8]}-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(_MAGIC + digest + b"\n")
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, final)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
+            raise CacheError(
+                f"The cache folder {self.root} is not writable ({exc.strerror or type(exc).__name__}); "
+                "set ENSDIV_CACHE to a folder you can write to."
+            ) from None
+        return final
+
+    def load(self, kind: str, config: Mapping[str, Any]) -> Any | None:
+        """Return the cached payload, or ``None`` on a miss or a corrupt entry (which is deleted)."""
+        final = self.path(kind, config_key(config))
+        if not final.exists():
+            return None
+        raw = final.read_bytes()
+        header_len = len(_MAGIC) + 64 + 1
+        ok = raw.startswith(_MAGIC) and len(raw) > header_len
+        if ok:
+            digest = raw[len(_MAGIC) : header_len - 1]
+            data = raw[header_len:]
+            ok = hashlib.sha256(data).hexdigest().encode() == digest
+        if ok:
+            try:
+                obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+                return obj["payload"]
+            except Exception:  # noqa: BLE001 - any unpickling failure means a bad entry
+                ok = False
+        warnings.warn(
+            f"Cache entry {final} is corrupt (checksum or format mismatch); it is discarded and recomputed.",
+            CorruptEntryWarning,
+            stacklevel=2,
+        )
+        final.unlink(missing_ok=True)
+        return None
+
+    def get_or_compute(self, kind: str, config: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
+        """Load the entry for ``config``, or call ``compute()``, save its result and return it."""
+        payload = self.load(kind, config)
+        if payload is None:
+            payload = compute()
+            self.save(kind, config, payload)
+        return payload
+
+    def entries(self, kind: str) -> list[Path]:
+        """All finished entries of one kind."""
+        return sorted((self.root / kind).glob("*/*.pt"))
+
+    def read_config(self, path: Path) -> dict | None:
+        """The config stored with an entry file (``None`` if the file is corrupt)."""
+        raw = path.read_bytes()
+        header_len = len(_MAGIC) + 65
+        if not raw.startswith(_MAGIC):
+            return None
+        data = raw[header_len:]
+        if hashlib.sha256(data).hexdigest().encode() != raw[len(_MAGIC) : header_len - 1]:
+            return None
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)["config"]
+
+
+def default_store() -> Store:
+    """The store under ``$ENSDIV_CACHE`` (default ``.cache/ensdiv`` in the working folder's project root)."""
+    root = os.environ.get("ENSDIV_CACHE")
+    if not root:
+        root = str(_project_root() / ".cache" / "ensdiv")
+    return Store(root)
+
+
+def _project_root() -> Path:
+    from ensdiv.paths import project_root
+
+    return project_root()
+
+
+def cached(kind: str, config: Mapping[str, Any], compute: Callable[[], Any], *, store: Store | None = None) -> Any:
+    """Shorthand for ``(store or default_store()).get_or_compute(kind, config, compute)``."""
+    return (store or default_store()).get_or_compute(kind, config, compute)

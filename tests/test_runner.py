@@ -1,0 +1,91 @@
+"""The papermill runner and the CLI: parameters, failures, re-use, and the bad-input sentences."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from ensdiv import cli, runner
+from ensdiv.errors import EnsdivError
+
+
+def _notebook(path, body="x = value * 2\nprint('result', x)", params='scale = "cpu"\nvalue = 1'):
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(params)
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# t"), cell, nbformat.v4.new_code_cell(body)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture
+def nbdir(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENSDIV_BUILD", str(tmp_path / "build"))
+    return tmp_path
+
+
+def test_runs_with_parameters_then_reuses(nbdir):
+    nb = _notebook(nbdir / "a.ipynb")
+    out = nbdir / "out"
+    (res,) = runner.run_notebooks([nb], scale="smoke", params={"value": 21}, out_root=out)
+    assert res.status == "ok" and res.seconds > 0
+    executed = nbformat.read(res.output, as_version=4)
+    assert "result 42" in "".join(o.get("text", "") for o in executed.cells[-1].outputs)
+    (again,) = runner.run_notebooks([nb], scale="smoke", params={"value": 21}, out_root=out)
+    assert again.status == "cached"
+    (changed,) = runner.run_notebooks([nb], scale="smoke", params={"value": 1}, out_root=out)
+    assert changed.status == "ok"
+
+
+def test_failing_notebook_is_reported_and_others_run(nbdir):
+    bad = _notebook(nbdir / "bad.ipynb", body="raise ValueError('broken on purpose')")
+    good = _notebook(nbdir / "good.ipynb")
+    results = runner.run_notebooks([bad, good], scale="smoke", out_root=nbdir / "out")
+    assert [r.status for r in results] == ["failed", "ok"]
+    assert "ValueError: broken on purpose" in results[0].error
+    assert "cell [" in results[0].error
+    assert "FAILED bad.ipynb" in runner.summary(results)
+
+
+def test_undeclared_parameter_fails_before_running(nbdir):
+    nb = _notebook(nbdir / "a.ipynb")
+    with pytest.raises(EnsdivError, match="does not declare the parameter\\(s\\) vlaue; it declares: scale, value"):
+        runner.run_notebooks([nb], scale="smoke", params={"vlaue": 3}, out_root=nbdir / "out")
+
+
+def test_unknown_scale_and_missing_notebook(nbdir):
+    nb = _notebook(nbdir / "a.ipynb")
+    with pytest.raises(EnsdivError, match="Unknown scale 'huge'"):
+        runner.run_notebooks([nb], scale="huge")
+    with pytest.raises(EnsdivError, match="does not exist"):
+        runner.run_notebooks([nbdir / "nope.ipynb"], scale="smoke")
+
+
+def test_notebook_without_scale_parameter(nbdir):
+    nb = _notebook(nbdir / "a.ipynb", params="value = 1")
+    with pytest.raises(EnsdivError, match="no `scale`"):
+        runner.run_notebooks([nb], scale="smoke")
+
+
+def test_cli_prints_one_sentence_and_exit_codes(nbdir, capsys):
+    nb = _notebook(nbdir / "a.ipynb")
+    assert cli.main(["run", str(nb), "--scale", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ensdiv: Unknown scale 'nope'") and "Traceback" not in err
+    assert cli.main(["run", str(nb), "--scale", "smoke", "-p", "bogus", "1"]) == 2
+    assert "does not declare" in capsys.readouterr().err
+    assert cli.main(["run", str(nb), "--scale", "smoke", "-p", "value", "5"]) == 0
+    assert "total" in capsys.readouterr().out
+    bad = _notebook(nbdir / "bad.ipynb", body="1/0")
+    assert cli.main(["run", str(bad), "--scale", "smoke"]) == 1
+
+
+def test_cli_param_values_are_typed():
+    assert cli._params([["n", "4"], ["lr", "0.1"], ["flag", "true"], ["root", "/data/x"]]) == {
+        "n": 4, "lr": 0.1, "flag": True, "root": "/data/x"}
+
+
+def test_toc_lists_existing_notebooks():
+    found = runner.toc_notebooks()
+    assert found and all(p.suffix == ".ipynb" and p.exists() for p in found)
