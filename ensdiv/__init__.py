@@ -4,15 +4,21 @@ A flat public API::
 
     import ensdiv as ed
     cfg = ed.preset("foundations/deep_ensemble_basics", "cpu")
-    train = ed.data.load_fashion_mnist("train")
+    recipe = ed.Recipe(model="small_cnn", epochs=3, seed=0)
+    logits = ed.predict(recipe, "fmnist/test")          # trained once, cached
+    ed.metrics.disagreement(preds)                       # every measure of the five papers
 """
 
-from ensdiv import data, store
+from ensdiv import data, ensembles, metrics, store
 from ensdiv.config import SCALES, Config, list_presets, preset
-from ensdiv.data import get_dataset, list_datasets, load_fashion_mnist
+from ensdiv.data import TensorSet, get_dataset, list_datasets, load_fashion_mnist
 from ensdiv.errors import CacheError, DataNotFoundError, EnsdivError, UnknownNameError
+from ensdiv.models import create_model, list_models, model_info, register_model
 from ensdiv.paths import build_dir, project_root, results_dir
+from ensdiv.predict import predict, predict_many
+from ensdiv.recipes import Recipe
 from ensdiv.store import Store, cached, default_store
+from ensdiv.train import fit, train_recipe
 
 __version__ = "0.1.0"
 
@@ -22,18 +28,30 @@ __all__ = [
     "Config",
     "DataNotFoundError",
     "EnsdivError",
+    "Recipe",
     "Store",
+    "TensorSet",
     "UnknownNameError",
     "build_dir",
     "cached",
+    "create_model",
     "data",
     "default_store",
+    "ensembles",
+    "fit",
     "get_dataset",
     "list_datasets",
+    "list_models",
     "list_presets",
     "load_fashion_mnist",
+    "metrics",
+    "model_info",
+    "predict",
+    "predict_many",
     "preset",
     "project_root",
+    "register_model",
     "results_dir",
     "store",
+    "train_recipe",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -54,10 +55,32 @@ def _package_hash() -> str:
 
 
 def notebook_parameters(path: Path) -> dict[str, Any]:
-    """The parameters a notebook declares in its ``parameters`` cell (name → inferred info)."""
-    import papermill as pm
+    """The parameters a notebook declares: the names assigned in its cell tagged ``parameters``.
 
-    return dict(pm.inspect_notebook(str(path)))
+    Parsed with :mod:`ast` rather than papermill's line parser, which gives up on a line whose comment
+    contains ``=`` (and then silently accepts any parameter name).
+
+    Returns:
+        ``{name: default value}`` (the literal, or the source text when it is not a literal).
+    """
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            declared: dict[str, Any] = {}
+            for node in ast.parse(cell.source).body:
+                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+                for target in targets:
+                    if isinstance(target, ast.Name) and getattr(node, "value", None) is not None:
+                        try:
+                            declared[target.id] = ast.literal_eval(node.value)
+                        except ValueError:
+                            declared[target.id] = ast.get_source_segment(cell.source, node.value)
+            return declared
+    return {}
 
 
 def _resolve(path: str | Path) -> Path:
@@ -222,7 +245,8 @@ def build_book(*, scale: str = "cpu", force: bool = False, html_only: bool = Fal
         jb = Path(shutil.which("jupyter-book") or "jupyter-book")
     out_parent = build_dir().parent if build_dir().name == "_build" else build_dir()
     cmd = [str(jb), "build", str(site), "--path-output", str(out_parent), "--builder", "html", "-W", "-n", "--keep-going"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    env = {**os.environ, "NO_COLOR": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     log = build_dir() / "jupyter-book.log"
     log.write_text(proc.stdout + proc.stderr)
     html = build_dir() / "html" if build_dir().name == "_build" else build_dir() / "_build" / "html"
