@@ -23,6 +23,13 @@ def test_source_has_no_outputs_and_follows_template(path):
     params = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(params) == 1, "needs exactly one cell tagged `parameters`"
     assert "".join(params[0]["source"]).lstrip().startswith("scale = "), "first parameter must be `scale`"
+    from papermill.translators import PythonTranslator
+
+    from ensdiv.runner import notebook_parameters
+
+    declared = notebook_parameters(path)
+    parsed = {p.name for p in PythonTranslator.inspect({"source": "".join(params[0]["source"])})}
+    assert parsed == set(declared), "papermill cannot parse a parameter line (no '=' inside its comment)"
     text = "".join("".join(c["source"]) for c in cells)
     assert "Paper vs this run" in text
     assert cells[0]["cell_type"] == "markdown" and "".join(cells[0]["source"]).startswith("# ")

@@ -8,3 +8,10 @@ PRESETS = {
         "paper": {"epochs": 3, "train_subset": 0, "test_subset": 0},
     },
 }
+
+PRESETS["foundations/benchmarks"] = {
+    "common": {"results_folder": ""},
+    "smoke": {},
+    "cpu": {},
+    "paper": {},
+}

@@ -1,0 +1,225 @@
+"""Adversarial attacks in [0, 1] pixel space: PGD (the SAT paper's attack) and MI-FGSM (a second one).
+
+Every attack works on images in [0, 1] at the dataset's resolution. A model may declare its own
+input pipeline (ImageNet timm models do, through ``pretrained_cfg``); :func:`input_spec` reads it and
+:func:`forward_pixels` applies it: resize to the model's input size, then normalise. As in the SAT
+paper (attack-similarity §2), an attack on model A is made at A's resolution, and a target model B with
+another resolution sees the attacked image resized to B's ("we resize the attacked image from the
+source network for the target network").
+
+Defaults. The paper's text says "PGD (Madry et al., 2018)" and "50 iterations" (App. H); it does not
+give ε, the step size or the norm. We choose the most common ImageNet setting: L∞, ε = 8/255, step
+α = 2/255, a uniform random start. At ``cpu`` scale (Fashion-MNIST) the same values drive small models'
+accuracy to ~0 (see tests/test_attacks.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ensdiv.errors import EnsdivError, unknown_name
+
+__all__ = [
+    "InputSpec", "input_spec", "forward_pixels", "pgd", "mi_fgsm", "ATTACKS", "run_attack", "PGD_DEFAULTS",
+]
+
+#: PGD settings used when none are given: 50 steps (App. H); ε, α, norm are our choice (see module doc).
+PGD_DEFAULTS = {"eps": 8 / 255, "alpha": 2 / 255, "steps": 50, "norm": "linf", "random_start": True}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """How a model wants its input: side (``None`` = any) and per-channel mean/std (``None`` = identity)."""
+
+    size: int | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+
+def input_spec(model: nn.Module) -> InputSpec:
+    """The input pipeline of ``model``.
+
+    ``model.ensdiv_input`` (an :class:`InputSpec` or dict) if set; else timm's ``pretrained_cfg``
+    (``input_size``, ``mean``, ``std``) when ``model.ensdiv_pretrained`` is true (a model trained on
+    normalised inputs); else identity (the ensdiv zoo trains on raw [0, 1] pixels).
+    """
+    spec = getattr(model, "ensdiv_input", None)
+    if isinstance(spec, InputSpec):
+        return spec
+    if isinstance(spec, dict):
+        return InputSpec(**spec)
+    cfg = getattr(model, "pretrained_cfg", None)
+    if isinstance(cfg, dict) and getattr(model, "ensdiv_pretrained", False):
+        size = cfg.get("input_size")
+        return InputSpec(size=int(size[-1]) if size else None, mean=tuple(cfg["mean"]), std=tuple(cfg["std"]))
+    return InputSpec()
+
+
+def _resize(x: torch.Tensor, size: int | None) -> torch.Tensor:
+    if size is None or x.shape[-1] == size and x.shape[-2] == size:
+        return x
+    return F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=False)
+
+
+def forward_pixels(model: nn.Module, x: torch.Tensor, spec: InputSpec | None = None) -> torch.Tensor:
+    """Logits of ``model`` on [0, 1] images ``x``, after its own resize and normalisation.
+
+    Shape:
+        x: (B, C, H, W); returns (B, num_classes).
+    """
+    spec = spec or input_spec(model)
+    x = _resize(x, spec.size)
+    if spec.mean is not None:
+        mean = torch.tensor(spec.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        std = torch.tensor(spec.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        x = (x - mean) / std
+    out = model(x)
+    return out[0] if isinstance(out, tuple | list) else out
+
+
+def _check(x: torch.Tensor, y: torch.Tensor, eps: float, steps: int) -> None:
+    if x.ndim != 4:
+        raise EnsdivError(f"An attack needs images shaped (N, C, H, W), got {tuple(x.shape)}.")
+    if y.shape != (x.shape[0],):
+        raise EnsdivError(
+            f"An attack needs one label per image: {x.shape[0]} images but labels of shape {tuple(y.shape)}."
+        )
+    if float(x.min()) < 0 or float(x.max()) > 1:
+        raise EnsdivError("Attacks work in [0, 1] pixel space; the images have values outside [0, 1].")
+    if eps < 0 or steps < 0:
+        raise EnsdivError(f"eps and steps must be non-negative, got eps={eps!r}, steps={steps!r}.")
+
+
+def _l2_normalise(g: torch.Tensor) -> torch.Tensor:
+    return g / g.flatten(1).norm(dim=1).clamp_min(1e-12).view(-1, 1, 1, 1)
+
+
+def _project(delta: torch.Tensor, eps: float, norm: str) -> torch.Tensor:
+    if norm == "linf":
+        return delta.clamp(-eps, eps)
+    n = delta.flatten(1).norm(dim=1).view(-1, 1, 1, 1)
+    return delta * torch.clamp(eps / n.clamp_min(1e-12), max=1.0)
+
+
+def _iterate(model, x, y, *, eps, alpha, steps, norm, random_start, seed, momentum, batch_size):
+    if norm not in ("linf", "l2"):
+        raise unknown_name("norm", norm, ["linf", "l2"])
+    _check(x, y, eps, steps)
+    spec = input_spec(model)
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters(), torch.empty(0)).device
+    gen = torch.Generator().manual_seed(int(seed))
+    x = _resize(x.float(), spec.size)  # attack at the source model's own resolution
+    outs = []
+    for i in range(0, len(x), batch_size):
+        xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+        delta = torch.zeros_like(xb)
+        if random_start and eps > 0:
+            if norm == "linf":
+                delta = (torch.rand(xb.shape, generator=gen) * 2 - 1).to(device) * eps
+            else:
+                r = torch.randn(xb.shape, generator=gen).to(device)
+                delta = _l2_normalise(r) * eps * torch.rand(len(xb), 1, 1, 1, generator=gen).to(device)
+            delta = (xb + delta).clamp(0, 1) - xb
+        g_acc = torch.zeros_like(xb)
+        for _ in range(steps):
+            delta.requires_grad_(True)
+            with torch.enable_grad():
+                loss = F.cross_entropy(forward_pixels(model, xb + delta, spec), yb, reduction="sum")
+                (grad,) = torch.autograd.grad(loss, delta)
+            delta = delta.detach()
+            if momentum is not None:  # MI-FGSM: accumulate L1-normalised gradients
+                l1 = grad.abs().flatten(1).mean(1).clamp_min(1e-12).view(-1, 1, 1, 1)
+                g_acc = momentum * g_acc + grad / l1
+                grad = g_acc
+            step = grad.sign() if norm == "linf" else _l2_normalise(grad)
+            delta = _project(delta + alpha * step, eps, norm)
+            delta = (xb + delta).clamp(0, 1) - xb
+        outs.append((xb + delta).detach().cpu())
+    model.train(was_training)
+    return torch.cat(outs) if outs else x.clone()
+
+
+def pgd(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    eps: float = PGD_DEFAULTS["eps"],
+    alpha: float = PGD_DEFAULTS["alpha"],
+    steps: int = PGD_DEFAULTS["steps"],
+    norm: str = "linf",
+    random_start: bool = True,
+    seed: int = 0,
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """Untargeted projected gradient descent (Madry et al. 2018), the attack of attack-similarity §2.
+
+    Each step ascends the cross-entropy of ``model`` by ``alpha`` along the sign of the input gradient
+    (L∞) or the normalised gradient (L2), projects back onto the ε-ball around ``x`` and onto [0, 1].
+
+    Args:
+        model: classifier; its own resize/normalisation (:func:`input_spec`) is applied inside.
+        x: clean images in [0, 1].
+        y: true labels.
+        eps: radius of the perturbation ball (in [0, 1] pixel units).
+        alpha: step size.
+        steps: number of steps (paper: 50).
+        norm: ``"linf"`` (default) or ``"l2"``.
+        random_start: start from a uniform random point in the ball (seeded by ``seed``).
+        seed: seed of the random start.
+        batch_size: images attacked at once.
+
+    Returns:
+        Adversarial images in [0, 1] at the model's input resolution (the data's when it has none).
+
+    Shape:
+        x: (N, C, H, W), y: (N,) → (N, C, H', W').
+    """
+    return _iterate(model, x, y, eps=eps, alpha=alpha, steps=steps, norm=norm, random_start=random_start,
+                    seed=seed, momentum=None, batch_size=batch_size)
+
+
+def mi_fgsm(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    eps: float = PGD_DEFAULTS["eps"],
+    alpha: float | None = None,
+    steps: int = 10,
+    decay: float = 1.0,
+    norm: str = "linf",
+    seed: int = 0,
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """Momentum iterative FGSM (Dong et al. 2018): the second attack of our Fig. G.1.
+
+    Gradients are L1-normalised and accumulated with momentum ``decay`` (μ = 1 in the original);
+    steps of ``alpha`` (default ε / steps) along the sign of the accumulated gradient, no random start.
+    ``steps=1`` gives FGSM. The paper's Fig. G.1 uses AutoAttack and PatchFool, which we do not
+    reimplement; a momentum attack is known to transfer *better* than PGD, so it is a harder test of
+    whether the similarity ranking depends on the attack.
+
+    Returns:
+        Adversarial images in [0, 1]; shapes as :func:`pgd`.
+    """
+    alpha = eps / max(steps, 1) if alpha is None else alpha
+    return _iterate(model, x, y, eps=eps, alpha=alpha, steps=steps, norm=norm, random_start=False,
+                    seed=seed, momentum=decay, batch_size=batch_size)
+
+
+#: Attacks by name (for :func:`ensdiv.similarity.sat_matrix`).
+ATTACKS = {"pgd": pgd, "mi_fgsm": mi_fgsm}
+
+
+def run_attack(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor, **kwargs) -> torch.Tensor:
+    """Run the attack called ``name`` (``"pgd"`` or ``"mi_fgsm"``) with keyword options ``kwargs``."""
+    if name not in ATTACKS:
+        raise unknown_name("attack", name, ATTACKS)
+    return ATTACKS[name](model, x, y, **kwargs)

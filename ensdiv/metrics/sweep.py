@@ -1,0 +1,176 @@
+"""Evaluate every size-k ensemble of a zoo at once (design-diversity Fig. 5–8, attack-similarity Fig. 2).
+
+:func:`ensemble_sweep` never loops in Python over ensembles: the K combinations are an index
+tensor (K, k); averaging rules become one matrix product of a (K, M) selection matrix with the
+(M, N·C) member outputs (chunked over K to bound memory); pairwise diversity is computed once per
+member pair (M × M) and gathered per ensemble.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import torch
+
+from ensdiv.errors import EnsdivError, unknown_name
+from ensdiv.metrics._checks import as_tensor, check_ensemble, check_labels
+from ensdiv.metrics.diversity import disagreement_matrix
+
+__all__ = ["ensemble_sweep", "combination_index"]
+
+
+def combination_index(num_members: int, size: int) -> torch.Tensor:
+    """All ``size``-subsets of ``range(num_members)`` in lexicographic order, shape (K, size)."""
+    if not 1 <= size <= num_members:
+        raise EnsdivError(f"size must be between 1 and the number of members ({num_members}), got {size}.")
+    if size == 1:
+        return torch.arange(num_members)[:, None]
+    return torch.combinations(torch.arange(num_members), r=size)
+
+
+def _ensemble_preds(
+    logits: torch.Tensor, combos: torch.Tensor, how: str, gen: torch.Generator, chunk_elems: int
+) -> torch.Tensor:
+    """Predictions (K, N) of every ensemble in ``combos`` under rule ``how``."""
+    m, n, c = logits.shape
+    k, s = combos.shape
+    step = max(1, chunk_elems // max(1, n * c * (s if how == "median" else 1)))
+    out = torch.empty(k, n, dtype=torch.long)
+    if how in ("mean_logits", "mean_probs", "geometric_mean"):
+        if how == "mean_logits":
+            x = logits
+        else:
+            x = logits.softmax(-1) if how == "mean_probs" else logits.log_softmax(-1)
+        flat = x.reshape(m, n * c)
+    elif how == "vote":
+        flat = torch.nn.functional.one_hot(logits.argmax(-1), c).to(logits.dtype).reshape(m, n * c)
+        # One random priority per (sample, class), shared by all ensembles: within any one ensemble
+        # the tied classes of a sample are still ordered uniformly at random (i.i.d. priorities).
+        jitter = 0.5 * torch.rand(n, c, generator=gen, dtype=logits.dtype)
+    else:
+        probs = logits.softmax(-1)
+    for lo in range(0, k, step):
+        idx = combos[lo : lo + step]
+        if how == "median":
+            p = probs[idx].sort(dim=1).values  # (k', s, N, C)
+            score = p[:, (s - 1) // 2] if s % 2 else 0.5 * (p[:, s // 2 - 1] + p[:, s // 2])
+        else:
+            sel = torch.zeros(idx.shape[0], m, dtype=flat.dtype)
+            sel.scatter_add_(1, idx, torch.ones(idx.shape, dtype=flat.dtype))
+            score = (sel @ flat).reshape(-1, n, c)
+            if how == "vote":
+                score = score + jitter
+        out[lo : lo + step] = score.max(-1).indices  # the first maximum, as argmax; a faster kernel
+    return out
+
+
+def _pair_mean(mat: torch.Tensor, combos: torch.Tensor) -> torch.Tensor:
+    s = combos.shape[1]
+    pairs = list(itertools.combinations(range(s), 2))
+    if not pairs:
+        return torch.full((combos.shape[0],), float("nan"), dtype=torch.float64)
+    return torch.stack([mat[combos[:, a], combos[:, b]] for a, b in pairs], 1).mean(1)
+
+
+def ensemble_sweep(
+    logits: Any,
+    labels: Any,
+    *,
+    size: int = 3,
+    how: str = "mean_logits",
+    params: Sequence[float] | torch.Tensor | None = None,
+    names: Sequence[str] | None = None,
+    attributions: Any = None,
+    combinations: Any = None,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+    chunk_elems: int = 1 << 22,
+) -> pd.DataFrame:
+    """Accuracy, gain and diversity of every ``size``-member ensemble of M models, vectorised.
+
+    Columns: ``members`` (tuple of indices), ``names`` ("a+b+c"), ``accuracy`` (ensemble),
+    ``best_member_accuracy``, ``mean_member_accuracy``, ``improvement`` (Y = A_ens - A_top of
+    design-diversity Fig. 5), ``disagreement`` (label-free, mean over pairs), ``oracle_disagreement``
+    (Eq. 4 of design-diversity, mean over pairs), ``params`` (sum over members, if given) and
+    ``attribution_diversity`` (Eq. 7, mean over samples, if ``attributions`` given).
+
+    Args:
+        logits: member logits, shape (M, N, C).
+        labels: labels, shape (N,).
+        size: ensemble size k (C(M, k) ensembles); ignored when ``combinations`` is given.
+        how: combination rule of :func:`ensdiv.ensembles.combine`.
+        params: parameter count per member, shape (M,).
+        names: member names, length M.
+        attributions: per-member attribution maps, shape (M, N, ...) (e.g. (M, N, C, H, W)); the
+            ensemble's Σ_pixels Var_m is computed from the member Gram matrix without a loop.
+        combinations: explicit ensembles to evaluate, an int tensor (K, k) of member indices.
+        seed: tie-break seed for ``how="vote"`` (default 0); the sweep draws one random priority per
+            (sample, class) shared by all ensembles, so its ties differ from :func:`combine`'s.
+        generator: tie-break generator (overrides ``seed``).
+        chunk_elems: at most this many floats per chunk of ensemble scores (bounds memory).
+
+    Returns:
+        A DataFrame with one row per ensemble.
+    """
+    from ensdiv.ensembles import COMBINE_RULES, _generator  # late: ensembles imports ensdiv.metrics
+
+    logits = check_ensemble(logits, "logits")
+    m, n, c = logits.shape
+    labels = check_labels(labels, n, c)
+    if how not in COMBINE_RULES:
+        raise unknown_name("combination rule", how, COMBINE_RULES)
+    if n == 0:
+        raise EnsdivError("ensemble_sweep needs at least one sample, got N = 0.")
+    if combinations is None:
+        combos = combination_index(m, size)
+    else:
+        combos = as_tensor(combinations, "combinations").long()
+        if combos.ndim != 2 or combos.numel() == 0 or int(combos.min()) < 0 or int(combos.max()) >= m:
+            raise EnsdivError(f"combinations must be an int tensor (K, k) of member indices in 0..{m - 1}.")
+    if names is not None and len(names) != m:
+        raise EnsdivError(f"names must hold one name per member ({m}), got {len(names)}.")
+    gen = _generator(seed, generator)
+
+    preds = logits.argmax(-1)  # (M, N)
+    correct = (preds == labels).double()
+    member_acc = correct.mean(1)
+    dis_mat = disagreement_matrix(preds)
+    oracle_mat = (correct @ (1 - correct).T + (1 - correct) @ correct.T) / n
+
+    ens_preds = _ensemble_preds(logits, combos, how, gen, chunk_elems)
+    ens_acc = (ens_preds == labels).double().mean(1)
+    macc = member_acc[combos]
+    df = pd.DataFrame(
+        {
+            "members": [tuple(r) for r in combos.tolist()],
+            "accuracy": ens_acc.numpy(),
+            "best_member_accuracy": macc.max(1).values.numpy(),
+            "mean_member_accuracy": macc.mean(1).numpy(),
+            "improvement": (ens_acc - macc.max(1).values).numpy(),
+            "disagreement": _pair_mean(dis_mat, combos).numpy(),
+            "oracle_disagreement": _pair_mean(oracle_mat, combos).numpy(),
+        }
+    )
+    if names is not None:
+        df.insert(1, "names", ["+".join(str(names[i]) for i in r) for r in df["members"]])
+    if params is not None:
+        p = as_tensor(params, "params").double()
+        if p.shape != (m,):
+            raise EnsdivError(f"params must be shaped (M,) = ({m},), got {tuple(p.shape)}.")
+        df["params"] = p[combos].sum(1).numpy()
+    if attributions is not None:
+        a = as_tensor(attributions, "attributions")
+        if a.ndim < 2 or a.shape[:2] != (m, n):
+            raise EnsdivError(
+                f"attributions must be shaped (M, N, ...) = ({m}, {n}, ...), got {tuple(a.shape)}."
+            )
+        a = a.reshape(m, n, -1).double()
+        gram = torch.einsum("inp,jnp->ij", a, a) / n  # mean over samples of <a_i, a_j>
+        k = combos.shape[1]
+        sub = gram[combos[:, :, None], combos[:, None, :]]  # (K, k, k)
+        diag = sub.diagonal(dim1=1, dim2=2).sum(1)
+        df["attribution_diversity"] = (diag / k - sub.sum((1, 2)) / k**2).clamp_min(0).numpy()
+    return df

@@ -1,0 +1,153 @@
+"""Predictions (logits) and penultimate features of trained models, cached per (recipe, eval set).
+
+``predict(recipe, "fmnist/test")`` trains the recipe's model if needed (:func:`ensdiv.train_recipe`),
+runs it once over the set and caches the logits; every notebook that needs them afterwards reads the
+cache. Features are timm's ``forward_head(forward_features(x), pre_logits=True)`` (the input of the
+classifier), or, for a model without that pair, the input of its last ``nn.Linear``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import torch
+import torch.nn as nn
+
+from ensdiv.data.registry import TensorSet, get_dataset
+from ensdiv.errors import EnsdivError
+from ensdiv.recipes import Recipe
+from ensdiv.store import Store, default_store
+
+__all__ = ["predict", "predict_many", "dataset_fingerprint", "PREDICT_VERSION"]
+
+PREDICT_VERSION = 1
+
+
+def dataset_fingerprint(data: TensorSet) -> str:
+    """SHA-256 of a set's images and labels (keys the cache of an unregistered TensorSet)."""
+    h = hashlib.sha256()
+    h.update(data.x.detach().contiguous().cpu().numpy().tobytes())
+    h.update(data.y.detach().contiguous().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _resolve(dataset: str | TensorSet) -> tuple[TensorSet, str]:
+    if isinstance(dataset, TensorSet):
+        return dataset, f"{dataset.name}#{dataset_fingerprint(dataset)[:16]}"
+    if isinstance(dataset, str):
+        return get_dataset(dataset), dataset
+    raise EnsdivError(f"predict needs a dataset name or an ed.data.TensorSet, got a {type(dataset).__name__}.")
+
+
+def _features_fn(model: nn.Module):
+    if hasattr(model, "forward_features") and hasattr(model, "forward_head"):
+        return lambda x: model.forward_head(model.forward_features(x), pre_logits=True)
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        raise EnsdivError(f"Cannot find the penultimate features of a {type(model).__name__} (no nn.Linear head).")
+    grabbed: list[torch.Tensor] = []
+    linears[-1].register_forward_hook(lambda mod, inp, out: grabbed.append(inp[0]))
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        grabbed.clear()
+        model(x)
+        return grabbed[-1]
+
+    return fn
+
+
+@torch.no_grad()
+def run_model(model: nn.Module, data: TensorSet, *, features: bool = False, batch_size: int = 512,
+              device: str | torch.device | None = None) -> dict[str, torch.Tensor]:
+    """Logits (and features) of ``model`` on ``data`` without caching; see :func:`predict`."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    first = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
+    if first is not None and first.in_channels != data.x.shape[1]:
+        raise EnsdivError(
+            f"The model takes {first.in_channels}-channel images but {data.name!r} has {data.x.shape[1]} channels."
+        )
+    was_training = model.training
+    model.eval().to(device)
+    feat_fn = _features_fn(model) if features else None
+    logits, feats = [], []
+    for i in range(0, len(data), batch_size):
+        x = data.x[i : i + batch_size].to(device)
+        out = model(x)
+        if isinstance(out, tuple | list):
+            out = out[0]
+        logits.append(out.float().cpu())
+        if feat_fn is not None:
+            feats.append(feat_fn(x).float().cpu())
+    model.train(was_training)
+    dim = 1 if logits[0].ndim == 3 else 0  # ensemble-in-one-model: (M, B, C)
+    result = {"logits": torch.cat(logits, dim=dim)}
+    if feat_fn is not None:
+        result["features"] = torch.cat(feats, dim=feats[0].ndim - 2 if feats[0].ndim == 3 else 0)
+    n_cls = result["logits"].shape[-1]
+    if data.num_classes and n_cls != data.num_classes and data.y.min() >= 0:
+        raise EnsdivError(
+            f"The model outputs {n_cls} classes but {data.name!r} has {data.num_classes}; "
+            "create the model with num_classes matching the dataset."
+        )
+    return result
+
+
+def predict(
+    model_or_recipe: nn.Module | Recipe,
+    dataset: str | TensorSet,
+    *,
+    features: bool = False,
+    store: Store | None = None,
+    batch_size: int = 512,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Logits of a model (or of a recipe's trained model) on an evaluation set.
+
+    Args:
+        model_or_recipe: an ``nn.Module``, or an :class:`~ensdiv.Recipe` (trained via
+            :func:`ensdiv.train_recipe` if not cached; its predictions are cached).
+        dataset: a registered set name (``"fmnist/test"``) or a :class:`TensorSet`.
+        features: also return penultimate features.
+        store: the cache (default store).
+        batch_size: evaluation batch size.
+
+    Returns:
+        ``logits``, or ``(logits, features)`` when ``features=True``.
+
+    Shape:
+        logits: (N, C) for a single model; (M, N, C) for a model whose eval-mode forward returns
+        (M, B, C). features: (N, D) (or (M, N, D)).
+    """
+    data, set_key = _resolve(dataset)
+    if isinstance(model_or_recipe, Recipe):
+        from ensdiv.train import model_cache_config, train_recipe
+
+        recipe = model_or_recipe
+        cfg = {"version": PREDICT_VERSION, "model": model_cache_config(recipe), "dataset": set_key,
+               "features": bool(features)}
+
+        def compute() -> dict[str, torch.Tensor]:
+            model = train_recipe(recipe, store=store)
+            return run_model(model, data, features=features, batch_size=batch_size)
+
+        from ensdiv.store import cached
+
+        out = cached("predictions", cfg, compute, store=store or default_store())
+    elif isinstance(model_or_recipe, nn.Module):
+        out = run_model(model_or_recipe, data, features=features, batch_size=batch_size)
+    else:
+        raise EnsdivError(f"predict needs an nn.Module or an ed.Recipe, got a {type(model_or_recipe).__name__}.")
+    return (out["logits"], out["features"]) if features else out["logits"]
+
+
+def predict_many(recipes: Sequence[Recipe], dataset: str | TensorSet, *, store: Store | None = None) -> torch.Tensor:
+    """Stacked logits of several recipes' models.
+
+    Returns:
+        Logits shaped (M, N, C), one row per recipe, in order.
+    """
+    from tqdm.auto import tqdm
+
+    outs = [predict(r, dataset, store=store) for r in tqdm(list(recipes), desc="models", leave=False,
+                                                           disable=len(recipes) < 2)]
+    return torch.stack(outs)

@@ -1,0 +1,107 @@
+"""Presets of the attack-similarity chapter (Hwang et al., SAT; paper file 002).
+
+Released-data notebooks (fig01, tab02, figC1, figD2, figD1a) run the paper's own 69×69 matrix at
+every scale; ``smoke`` only lowers the number of boosting stages, permutations and K-means restarts.
+"""
+
+_RELEASED = {"data_root": None, "seed": 0}
+_SPECTRAL = {"n_clusters": 10}
+
+PRESETS: dict = {
+    "attack-similarity/fig01_component_importance": {
+        # App. B: 500 stages, depth 12, min samples 4, lr 0.02, 10 permutations.
+        "common": {**_RELEASED, "max_depth": 12, "min_samples_split": 4, "learning_rate": 0.02},
+        "smoke": {"n_estimators": 20, "n_repeats": 2},
+        "cpu": {"n_estimators": 500, "n_repeats": 10},
+        "paper": {"n_estimators": 500, "n_repeats": 10},
+    },
+    "attack-similarity/tab02_spectral_clusters": {
+        # App. C: normalised Laplacian, K = 10, K-means with 100 restarts; n_seeds: stability check.
+        "common": {**_RELEASED, **_SPECTRAL},
+        "smoke": {"n_init": 5, "n_seeds": 2},
+        "cpu": {"n_init": 100, "n_seeds": 10},
+        "paper": {"n_init": 100, "n_seeds": 10},
+    },
+    "attack-similarity/figC1_spectral_features": {
+        "common": {**_RELEASED, **_SPECTRAL},
+        "smoke": {"n_init": 5},
+        "cpu": {"n_init": 100},
+        "paper": {"n_init": 100},
+    },
+    "attack-similarity/figD2_similarity_matrix": {
+        "common": {**_RELEASED, **_SPECTRAL},
+        "smoke": {"n_init": 5},
+        "cpu": {"n_init": 100},
+        "paper": {"n_init": 100},
+    },
+    "attack-similarity/figD1a_similarity_distribution": {
+        "common": {**_RELEASED, "bins": 40},
+        "smoke": {},
+        "cpu": {},
+        "paper": {},
+    },
+}
+
+# ---- our own SAT measurements on the shared zoo (ensdiv.zoo) ------------------------------------------
+# Models are the zoo's recipes (``zoo``: keys or patterns of ensdiv.zoo.ZOO[scale]), so they are trained
+# once for the whole book. PGD: the paper gives 50 steps only; ε = 0.1 is the usual Fashion-MNIST radius
+# (8/255 leaves small models partly correct), α = ε/4; cpu uses 10 steps on 200 test images to stay
+# affordable on 2 cores (15 attacks ≈ 30k forward+backward image passes).
+_ZOO = {
+    "common": {"seed": 0, "attack": "pgd", "eps": 0.1, "alpha": 0.025, "zoo": ["arch/*"]},
+    "smoke": {"zoo": ["arch/small_cnn", "arch/vit", "arch/mlp"], "subsample": 48, "steps": 3,
+              "eval_subset": 300},
+    "cpu": {"subsample": 200, "steps": 10, "eval_subset": 0},
+    # paper: timm ImageNet models, 5,000 val images (10 %), PGD 50 steps at ε = 8/255 (our choice).
+    "paper": {"subsample": 5000, "steps": 50, "eps": 8 / 255, "alpha": 2 / 255, "eval_subset": 0},
+}
+
+
+def _zoo(**extra_by_scale):
+    out = {k: dict(v) for k, v in _ZOO.items()}
+    for scale, extra in extra_by_scale.items():
+        out[scale].update(extra)
+    return out
+
+
+# Within-architecture variants (Tab. D.1 / Fig. 4): overrides of an architecture's zoo recipe, by group.
+# For the ResNet they coincide with the zoo's reinit/ and hparam/ entries (same cache).
+_VARIANTS = {
+    "resnet": {"init": [{"seed": 1}, {"seed": 2}],
+               "hparam": [{"lr": 0.01}, {"weight_decay": 0.0}],
+               "regime": [{"augment": "flip+mixup"}, {"augment": "flipcrop"}]},
+    "vit": {"init": [{"seed": 1}, {"seed": 2}],
+            "hparam": [{"lr": 0.001}, {"weight_decay": 0.01}],
+            "regime": [{"augment": "flip+mixup"}, {"augment": "flipcrop"}]},
+}  # fmt: skip
+_SMOKE_VARIANTS = {"mlp": {"init": [{"seed": 1}], "hparam": [{"lr": 0.01}],
+                           "regime": [{"augment": "flipcrop"}]}}  # fmt: skip
+_WITHIN = {"smoke": {"base_models": ["arch/mlp"], "variants": _SMOKE_VARIANTS},
+           "cpu": {"base_models": ["arch/resnet", "arch/vit"], "variants": _VARIANTS},
+           "paper": {"base_models": ["arch/resnet", "arch/vit"], "variants": _VARIANTS}}  # fmt: skip
+
+PRESETS.update({
+    "attack-similarity/tabD1_within_architecture": _zoo(**_WITHIN),
+    "attack-similarity/fig02_similarity_vs_err": _zoo(common={"ci": 0.90}),
+    "attack-similarity/fig03_cluster_ensembles": _zoo(
+        common={"n_draws": 50},
+        smoke={"n_clusters": 2, "max_members": 3},
+        cpu={"n_clusters": 4, "max_members": 6},
+        paper={"n_clusters": 5, "max_members": 8},
+    ),
+    "attack-similarity/fig04_training_vs_architecture": _zoo(
+        smoke={**_WITHIN["smoke"], "n_clusters": 2},
+        cpu={**_WITHIN["cpu"], "n_clusters": 4},
+        paper={**_WITHIN["paper"], "n_clusters": 5},
+    ),
+    "attack-similarity/fig05_distillation": _zoo(
+        # hard-label distillation (DeiT, as the paper) of a small ViT student from each other zoo model
+        common={"student": "arch/vit", "distill": "hard", "distill_alpha": 0.5},
+        smoke={"student": "arch/mlp", "zoo": ["arch/small_cnn", "arch/vit", "arch/mixer"]},
+    ),
+    "attack-similarity/figG1_attack_choice": _zoo(
+        common={"second_attack": "mi_fgsm", "second_steps": 10},
+        smoke={"second_steps": 3},
+    ),
+    "attack-similarity/figG2_one_side": _zoo(),
+})

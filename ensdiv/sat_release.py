@@ -1,0 +1,324 @@
+"""The SAT paper's released data: a 69×69 similarity matrix and the 13 components of each model.
+
+Hwang et al. (attack-similarity, file 002) release ``SAT_release.csv`` (the similarity s(A, B) of
+Eq. 1 between 69 timm ImageNet classifiers) and ``model_features_release.csv`` (13 architectural
+components per model, Tab. 1 / Tab. B.2). The book ships both under ``book/data/sat/``. This module
+loads and validates them and runs the paper's two analyses on them:
+
+* Sec. 3.1 "feature importance": a gradient-boosting regressor from the per-component Hamming
+  differences of a pair of models to their similarity, then permutation importance (Fig. 1);
+* Sec. 3.1 "clustering": spectral clustering of the similarity graph (normalised Laplacian, K = 10,
+  K-means with 100 restarts; App. C) with top-5 TF-IDF keywords per cluster (Tab. 2, Fig. C.1, D.2).
+
+The paper's own Table 2 is only partly legible in our text copy: the order of the 69 models by
+cluster (the axis of Fig. C.1 / D.2) and the members of clusters 7–10 are verbatim; the boundaries
+between clusters 1–6 are our reading of that order and of the cluster descriptions in Sec. 3.1
+(see :data:`PAPER_CLUSTERS` and :data:`PAPER_CLUSTERS_VERBATIM`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ensdiv.errors import DataNotFoundError, EnsdivError
+
+__all__ = [
+    "COMPONENTS",
+    "PAPER_ORDER",
+    "PAPER_CLUSTERS",
+    "PAPER_CLUSTERS_VERBATIM",
+    "PAPER_KEYWORDS",
+    "keyword_matches",
+    "default_sat_root",
+    "load_sat_release",
+    "paper_cluster_labels",
+    "component_differences",
+    "component_importance",
+    "spectral_features",
+    "spectral_clusters",
+    "cluster_keywords",
+    "cluster_table",
+]
+
+#: The 13 architectural components of Tab. 1 (column names of ``model_features_release.csv``).
+COMPONENTS = [
+    "Base architecture", "Hierarchical structure", "Stem layer", "Input resolution", "Normalization",
+    "Activation", "Pooling (stem)", "Pooling (final)", "2D SA", "CW attention",
+    "Location of CW attention", "DW conv", "Group conv",
+]  # fmt: skip
+
+#: Row/column order of Fig. C.1 and D.2 ("sorted by the clustering index in Tab. 2"), verbatim.
+PAPER_ORDER = (
+    "convit_base crossvit_base_240 deit_base_patch16_224 gmlp_s16_224 vit_small_patch16_224 "
+    "deit_small_patch16_224 resmlp_24_224 twins_pcpvt_base coat_lite_small convnext_tiny twins_svt_small "
+    "jx_nest_tiny swin_s3_tiny_224 swin_tiny_patch4_window7_224 resmlp_big_24_224 xcit_medium_24_p16_224 "
+    "pit_b_224 visformer_small tnt_s_patch16_224 haloregnetz_b pit_s_224 xcit_tiny_12_p8_224 halonet50ts "
+    "lambda_resnet50ts botnet26t_256 gcresnext50ts eca_halonext26ts eca_botnext26ts_256 "
+    "lamhalobotnet50ts_256 sebotnet33ts_256 sehalonet33ts halo2botnet50ts_256 gcresnet50t eca_resnet33ts "
+    "wide_resnet50_2 seresnext50_32x4d resnext50_32x4d resnetv2_50 resnet50 seresnet50 dpn107 resnetblur50 "
+    "resnetv2_101 resnet101 gluon_xception65 resnet50_gn regnety_032 fbnetv3_g efficientnet_b2 mixnet_xl "
+    "rexnet_150 nf_regnet_b1 nfnet_l0 eca_nfnet_l0 resnetv2_50d_evos resnest50d convmixer_1536_20 "
+    "poolformer_m48 vit_base_patch32_224 vit_small_r26_s32_224 regnetx_320 hrnet_w64 dla102x2 "
+    "ese_vovnet39b gluon_resnet101_v1c nf_resnet50 cspdarknet53 cspresnext50 cspresnet50"
+).split()
+
+# Cluster sizes along PAPER_ORDER. 7–10 are verbatim in Tab. 2 of our copy (6, 6, 7, 4 models); 1–6
+# follow Sec. 3.1: non-hierarchical Transformers (1), hierarchical nets with a patchified stem (2),
+# hierarchical Transformers (3), CNNs with 2D self-attention (4, 5), ResNet-based (6).
+_PAPER_SIZES = [7, 8, 7, 6, 6, 12, 6, 6, 7, 4]
+#: Tab. 2 cluster (1–10) of each model, reconstructed as described above.
+PAPER_CLUSTERS: dict[str, int] = {
+    name: k + 1 for k, size in enumerate(_PAPER_SIZES) for name in PAPER_ORDER[sum(_PAPER_SIZES[:k]) :][:size]
+}
+#: Clusters whose member lists are legible verbatim in our copy of Tab. 2.
+PAPER_CLUSTERS_VERBATIM = (7, 8, 9, 10)
+#: Top-5 keywords of Tab. 2 where legible (clusters 7–10; cluster 7 shows four), each as
+#: (the paper's words, our component, the value prefix it names or ``None`` for "any value").
+PAPER_KEYWORDS: dict[int, list[tuple[str, str, str | None]]] = {
+    7: [("Stem layer: 3x3 conv w/ s2", "Stem layer", "3s2"),
+        ("CWA: middle of blocks", "Location of CW attention", "Middle"),
+        ("CWA", "CW attention", "Yes"), ("DW Conv", "DW conv", "Yes")],
+    8: [("Input resolution: 224", "Input resolution", "224"),
+        ("Stem layer: stack of 3x3 convs", "Stem layer", "3s2/"),
+        ("Group Conv", "Group conv", None), ("Final GAP", "Pooling (final)", "GAP"),
+        ("2D SA", "2D SA", None)],
+    9: [("ReLU", "Activation", "ReLU"), ("Input resolution: 224", "Input resolution", "224"),
+        ("DW Conv", "DW conv", None), ("BN", "Normalization", "BN"), ("2D self-attention", "2D SA", None)],
+    10: [("ReLU + Leaky ReLU", "Activation", None), ("InRes: 256", "Input resolution", "256"),
+         ("Stem layer: 7x7 conv", "Stem layer", "7s"), ("CNN", "Base architecture", "CNN"),
+         ("Pooling at stem", "Pooling (stem)", "Yes")],
+}  # fmt: skip
+
+
+def keyword_matches(paper_keywords: list[tuple[str, str, str | None]], ours: list[str]) -> list[bool]:
+    """For each of the paper's keywords, whether one of our "component: value" keywords names it."""
+    out = []
+    for _, comp, prefix in paper_keywords:
+        out.append(any(k.startswith(f"{comp}: {prefix or ''}") for k in ours))
+    return out
+
+
+def default_sat_root() -> Path:
+    """``book/data/sat`` of the checkout this package lives in."""
+    return Path(__file__).resolve().parent.parent / "book" / "data" / "sat"
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    if not path.exists():
+        raise DataNotFoundError(
+            f"The SAT release file {path} is missing; copy SAT_release.csv and model_features_release.csv "
+            "from the authors' repository J-H-Hwang/SAT into that folder or pass data_root=."
+        )
+    return pd.read_csv(path, index_col=0)
+
+
+def load_sat_release(
+    data_root: str | Path | None = None,
+    *,
+    similarity_file: str = "SAT_release.csv",
+    features_file: str = "model_features_release.csv",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Load and validate the released similarity matrix and component table.
+
+    Args:
+        data_root: folder with the two CSV files (default :func:`default_sat_root`).
+        similarity_file: name of the N×N similarity CSV (first column = row names).
+        features_file: name of the component CSV (first column = model name, then 13 components).
+
+    Returns:
+        ``(similarity, components)``: an N×N DataFrame with the same model order on both axes and an
+        N×13 DataFrame of component strings in that order.
+
+    Raises:
+        DataNotFoundError: a file is missing.
+        EnsdivError: a file with missing rows or columns, non-numeric or missing similarities.
+    """
+    root = Path(data_root) if data_root is not None else default_sat_root()
+    sim = _read_csv(root / similarity_file)
+    feats = _read_csv(root / features_file)
+    rows, cols = [str(r) for r in sim.index], [str(c) for c in sim.columns]
+    if set(rows) != set(cols) or len(rows) != len(cols):
+        only_r, only_c = sorted(set(rows) - set(cols)), sorted(set(cols) - set(rows))
+        raise EnsdivError(
+            f"{similarity_file} must be a square matrix with the same models as rows and columns, but it has "
+            f"{len(rows)} rows and {len(cols)} columns (rows only: {only_r[:3]}, columns only: {only_c[:3]})."
+        )
+    sim = sim.loc[rows, rows].apply(pd.to_numeric, errors="coerce")
+    if sim.isna().to_numpy().any():
+        bad = sim.isna().any(axis=1)
+        raise EnsdivError(
+            f"{similarity_file} has missing or non-numeric similarities in the rows of "
+            f"{list(sim.index[bad])[:3]}; restore the original file."
+        )
+    missing_cols = [c for c in COMPONENTS if c not in feats.columns]
+    if missing_cols:
+        raise EnsdivError(
+            f"{features_file} lacks the component columns {missing_cols}; restore the original file."
+        )
+    missing_rows = sorted(set(rows) - set(feats.index))
+    if missing_rows:
+        raise EnsdivError(
+            f"{features_file} has no row for {len(missing_rows)} models of the similarity matrix "
+            f"(e.g. {missing_rows[:3]}); restore the original file."
+        )
+    feats = feats.loc[rows, COMPONENTS].fillna("~").astype(str)
+    return sim, feats
+
+
+def paper_cluster_labels(names: list[str]) -> np.ndarray:
+    """Tab. 2 cluster (1–10) of each model name (0 for a name not in the paper's 69)."""
+    return np.array([PAPER_CLUSTERS.get(n, 0) for n in names])
+
+
+def component_differences(components: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per-component Hamming distance between the one-hot codes of every pair of models.
+
+    Each component is one-hot encoded over its distinct values; for a pair (i, j), i < j, the
+    difference of component k is the Hamming distance of the two one-hot vectors: 0 if equal, 2 if not.
+
+    Args:
+        components: N×K DataFrame of component strings.
+
+    Returns:
+        ``(pairs, diffs)``: pairs (P, 2) int indices with P = N(N−1)/2 in row-major upper-triangle
+        order, and diffs (P, K) float.
+    """
+    n = len(components)
+    i, j = np.triu_indices(n, k=1)
+    diffs = np.empty((len(i), components.shape[1]))
+    for k, col in enumerate(components.columns):
+        codes = pd.get_dummies(components[col]).to_numpy(dtype=float)  # (N, values) one-hot
+        diffs[:, k] = np.abs(codes[i] - codes[j]).sum(axis=1)
+    return np.stack([i, j], axis=1), diffs
+
+
+def component_importance(
+    similarity: pd.DataFrame,
+    components: pd.DataFrame,
+    *,
+    n_estimators: int = 500,
+    max_depth: int = 12,
+    min_samples_split: int = 4,
+    learning_rate: float = 0.02,
+    n_repeats: int = 10,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Permutation importance of each component for predicting similarity (Sec. 3.1, Fig. 1, App. B).
+
+    A :class:`sklearn.ensemble.GradientBoostingRegressor` maps the component differences of a pair
+    (:func:`component_differences`) to its similarity; each component's importance is the mean drop
+    of R² when that column is permuted ``n_repeats`` times. App. B gives 500 stages, depth 12,
+    "minimum number of samples" 4 (we read it as ``min_samples_split``) and learning rate 0.02; it
+    does not say whether importance is measured on held-out pairs, so we use all pairs, as Fig. 1's
+    "how the trained regression model changes the predicted similarity" suggests.
+
+    Returns:
+        DataFrame indexed by component with ``importance`` (mean), ``std`` and ``rank`` (1 = most), sorted.
+    """
+    from sklearn.ensemble import GradientBoostingRegressor
+    from sklearn.inspection import permutation_importance
+
+    pairs, x = component_differences(components)
+    s = similarity.to_numpy()
+    y = s[pairs[:, 0], pairs[:, 1]]
+    reg = GradientBoostingRegressor(
+        n_estimators=n_estimators, max_depth=max_depth, min_samples_split=min_samples_split,
+        learning_rate=learning_rate, random_state=seed,
+    ).fit(x, y)  # fmt: skip
+    result = permutation_importance(reg, x, y, n_repeats=n_repeats, random_state=seed)
+    table = pd.DataFrame(
+        {"importance": result.importances_mean, "std": result.importances_std}, index=list(components.columns)
+    ).sort_values("importance", ascending=False)
+    table["rank"] = np.arange(1, len(table) + 1)
+    table.attrs["r2"] = float(reg.score(x, y))
+    return table
+
+
+def _affinity(similarity: pd.DataFrame | np.ndarray) -> np.ndarray:
+    a = np.asarray(similarity, dtype=float)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise EnsdivError(f"A similarity matrix must be square, got shape {a.shape}.")
+    if (a < 0).any():
+        raise EnsdivError(
+            "Spectral clustering needs non-negative similarities; shift or exponentiate them first."
+        )
+    return (a + a.T) / 2
+
+
+def spectral_features(similarity: pd.DataFrame | np.ndarray, *, n_components: int = 10) -> np.ndarray:
+    """Leading eigenvectors of the normalised graph Laplacian of the similarity graph (Fig. C.1, App. C).
+
+    These are the eigenvectors of the K smallest eigenvalues of L_sym = I − D^{-1/2} A D^{-1/2}
+    (the K largest of D^{-1/2} A D^{-1/2}; the paper writes "K-largest eigenvectors of L"), scaled by
+    D^{-1/2}, exactly what :func:`sklearn.manifold.spectral_embedding` returns and what
+    :class:`sklearn.cluster.SpectralClustering` clusters.
+
+    Shape:
+        (N, n_components).
+    """
+    from sklearn.manifold import spectral_embedding
+
+    a = _affinity(similarity)
+    return spectral_embedding(a, n_components=n_components, drop_first=False, random_state=0)
+
+
+def spectral_clusters(
+    similarity: pd.DataFrame | np.ndarray, *, n_clusters: int = 10, n_init: int = 100, seed: int = 0
+) -> np.ndarray:
+    """Spectral clustering (Ng et al. 2001) of the similarity graph; labels 1..K ordered by first member.
+
+    K-means runs ``n_init`` times on :func:`spectral_features` and keeps the lowest inertia (App. C).
+    Labels are renumbered so that clusters appear in order of their first row in ``similarity``.
+
+    Shape:
+        (N,) int in 1..n_clusters.
+    """
+    from sklearn.cluster import KMeans
+
+    n = np.asarray(similarity).shape[0]
+    if not 1 <= n_clusters <= n:
+        raise EnsdivError(f"n_clusters must be between 1 and the number of models ({n}), got {n_clusters}.")
+    feats = spectral_features(similarity, n_components=n_clusters)
+    raw = KMeans(n_clusters, n_init=n_init, random_state=seed).fit_predict(feats)
+    first = {lab: k + 1 for k, lab in enumerate(dict.fromkeys(raw.tolist()))}
+    return np.array([first[r] for r in raw])
+
+
+def _tokens(components: pd.DataFrame) -> list[list[str]]:
+    return [[f"{c}: {v}" for c, v in row.items()] for _, row in components.iterrows()]
+
+
+def cluster_keywords(components: pd.DataFrame, labels: np.ndarray, *, top_k: int = 5) -> dict[int, list[str]]:
+    """Top-k TF-IDF keywords per cluster (Sec. 3.1, Tab. 2).
+
+    Each "component: value" string is a word and each model a document
+    (:class:`sklearn.feature_extraction.text.TfidfVectorizer`, default smooth IDF and L2 row norm);
+    a cluster's keyword score is the mean TF-IDF over its models. Ties break alphabetically.
+    """
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer(analyzer=lambda doc: doc, lowercase=False)
+    tfidf = vec.fit_transform(_tokens(components)).toarray()
+    vocab = np.array(vec.get_feature_names_out())
+    labels = np.asarray(labels)
+    out: dict[int, list[str]] = {}
+    for lab in sorted(set(labels.tolist())):
+        mean = tfidf[labels == lab].mean(axis=0)
+        order = sorted(range(len(vocab)), key=lambda t: (-round(float(mean[t]), 12), vocab[t]))
+        out[int(lab)] = [str(vocab[t]) for t in order[:top_k]]
+    return out
+
+
+def cluster_table(components: pd.DataFrame, labels: np.ndarray, *, top_k: int = 5) -> pd.DataFrame:
+    """Tab. 2: one row per cluster with its size, top-k keywords and member models."""
+    kw = cluster_keywords(components, labels, top_k=top_k)
+    names = np.array(components.index)
+    rows = [
+        {"cluster": k, "size": int((labels == k).sum()), "keywords": "; ".join(kw[k]),
+         "models": ", ".join(names[labels == k])}
+        for k in kw
+    ]  # fmt: skip
+    return pd.DataFrame(rows).set_index("cluster")

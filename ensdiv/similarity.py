@@ -1,0 +1,378 @@
+"""SAT similarity matrices: N attacks, then all N² cross evaluations (attack-similarity §2, App. G).
+
+For N models, :func:`sat_matrix` makes one set of adversarial images per model (the expensive part:
+``steps`` forward+backward passes each), then evaluates every model on every set, one batched forward
+pass per target over all N sources' images (N² cheap evaluations). From the resulting "fooled" tensor
+it computes the two-side score of Eq. 1 for every pair and the one-side approximation of App. G.
+:func:`sat_one_side` adds a new model to known ones without re-attacking them.
+
+Caching: when the models are :class:`~ensdiv.Recipe` objects, each model's adversarial images are cached
+(``ensdiv.store`` kind ``"sat-adv"``, keyed by the recipe's config, the evaluation set and the attack),
+and so is the whole matrix (kind ``"sat-matrix"``); adding a model to a list re-attacks only that model.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+import torch.nn as nn
+
+from ensdiv.attacks import PGD_DEFAULTS, forward_pixels, run_attack
+from ensdiv.errors import EnsdivError
+
+__all__ = [
+    "SatResult", "sat_matrix", "sat_one_side", "sat_from_fooled", "SAT_VERSION", "chapter_recipes",
+    "chapter_eval_set", "chapter_sat", "trend_line", "draw_cluster_ensembles",
+]
+
+SAT_VERSION = 1
+
+
+@dataclass
+class SatResult:
+    """Outcome of :func:`sat_matrix`.
+
+    Attributes:
+        names: model names, in order.
+        scores: two-side SAT s(A, B) (Eq. 1), shape (N, N), symmetric; NaN where X_AB is empty.
+        one_side: one-side score (App. G) of row = attacked source, column = target, shape (N, N).
+        fooled: ``fooled[s, t, i]``: target t misclassifies source s's adversarial image i, (N, N, n).
+        correct: ``correct[m, i]``: model m classifies clean image i correctly, (N, n).
+    """
+
+    names: list[str]
+    scores: torch.Tensor
+    one_side: torch.Tensor
+    fooled: torch.Tensor
+    correct: torch.Tensor
+
+    def frame(self, which: str = "scores") -> pd.DataFrame:
+        """The ``scores`` or ``one_side`` matrix as a labelled DataFrame."""
+        return pd.DataFrame(getattr(self, which).numpy(), index=self.names, columns=self.names)
+
+    @property
+    def clean_accuracy(self) -> torch.Tensor:
+        """Accuracy of each model on the clean subsample, (N,)."""
+        return self.correct.float().mean(1)
+
+    @property
+    def self_success(self) -> torch.Tensor:
+        """White-box attack success rate on each model's own correct images, (N,)."""
+        d = torch.arange(len(self.names))
+        f, c = self.fooled[d, d].float(), self.correct.float()
+        return (f * c).sum(1) / c.sum(1).clamp_min(1)
+
+
+def sat_from_fooled(fooled: torch.Tensor, correct: torch.Tensor, *, eps: float | None = None) -> tuple:
+    """Two-side and one-side SAT matrices from fooled indicators, via :func:`ensdiv.metrics.sat_score`.
+
+    s(A, B) = ln max(ε, 100 · ½ mean_{x ∈ X_AB} ([A(x_B) ≠ y] + [B(x_A) ≠ y])), X_AB = both correct (Eq. 1);
+    one_side[s, t] = ln max(ε, 100 · mean_{X_st} [t(x_s) ≠ y]) (App. G: only the source's attack).
+
+    Shape:
+        fooled (N, N, n) bool, correct (N, n) bool → two (N, N) float tensors.
+    """
+    from ensdiv.metrics.similarity import SAT_EPS, sat_score, sat_score_one_side
+
+    eps = SAT_EPS if eps is None else eps
+    both = correct[:, None, :] & correct[None, :, :]
+    # I_A[a, b] = A(x_B) ≠ y = fooled[b, a];  I_B[a, b] = B(x_A) ≠ y = fooled[a, b]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        two = sat_score(fooled.transpose(0, 1), fooled, both, eps=eps)
+        one = sat_score_one_side(fooled, both, eps=eps)
+    if caught:
+        warnings.warn(
+            "Some pairs of models have no image both classify correctly (X_AB is empty); their SAT is NaN.",
+            RuntimeWarning, stacklevel=2,
+        )  # fmt: skip
+    return torch.as_tensor(two, dtype=torch.float64), torch.as_tensor(one, dtype=torch.float64)
+
+
+def _resolve_models(models: Sequence[Any], names: Sequence[str] | None):
+    from ensdiv.recipes import Recipe
+
+    if len(models) == 0:
+        raise EnsdivError("sat_matrix needs at least one model (an nn.Module or an ed.Recipe).")
+    recipes = [m if isinstance(m, Recipe) else None for m in models]
+    for m in models:
+        if not isinstance(m, Recipe | nn.Module):
+            raise EnsdivError(f"SAT models must be nn.Modules or ed.Recipes, got a {type(m).__name__}.")
+    if names is None:
+        names = [(r.name or r.model) if r is not None else f"{type(m).__name__}_{k}"
+                 for k, (m, r) in enumerate(zip(models, recipes, strict=True))]  # fmt: skip
+    if len(names) != len(models):
+        raise EnsdivError(f"Got {len(names)} names for {len(models)} models; give one name per model.")
+    return list(recipes), list(names)
+
+
+def _resolve_data(dataset: Any, subsample: int | None, seed: int):
+    from ensdiv.data.registry import TensorSet, get_dataset
+    from ensdiv.predict import dataset_fingerprint
+
+    if isinstance(dataset, str):
+        data = get_dataset(dataset)
+        key = dataset
+    elif isinstance(dataset, TensorSet):
+        data, key = dataset, f"{dataset.name}#{dataset_fingerprint(dataset)[:16]}"
+    else:
+        raise EnsdivError(
+            f"sat_matrix needs a dataset name or an ed.data.TensorSet, got a {type(dataset).__name__}."
+        )
+    data = data.subset(subsample, seed=seed)
+    if len(data) == 0:
+        raise EnsdivError("The evaluation set is empty; SAT needs at least one image.")
+    return data, {"dataset": key, "subsample": int(subsample or 0), "subset_seed": int(seed)}
+
+
+def _load(model: Any, recipe: Any, store: Any = None) -> nn.Module:
+    if recipe is None:
+        return model.eval()
+    from ensdiv.train import train_recipe
+
+    model = train_recipe(recipe, store=store, progress=False).eval()
+    return model.to("cuda") if torch.cuda.is_available() else model
+
+
+@torch.no_grad()
+def _logits(model: nn.Module, x: torch.Tensor, batch_size: int) -> torch.Tensor:
+    device = next(model.parameters(), torch.empty(0)).device
+    return torch.cat([forward_pixels(model, x[i : i + batch_size].to(device)).float().cpu()
+                      for i in range(0, len(x), batch_size)])  # fmt: skip
+
+
+def _attack_config(attack: str, attack_kwargs: dict | None, seed: int) -> dict:
+    kw = dict(PGD_DEFAULTS) if attack == "pgd" else {}
+    kw.update(attack_kwargs or {})
+    kw.setdefault("seed", seed)
+    return {"attack": attack, **kw}
+
+
+def _adversarial(model, recipe, data, data_key, attack_cfg, store, batch_size):
+    cfg_attack = {k: v for k, v in attack_cfg.items() if k != "attack"}
+
+    def compute():
+        x_adv = run_attack(attack_cfg["attack"], model, data.x, data.y, batch_size=batch_size, **cfg_attack)
+        return {"x_adv": x_adv}
+
+    if recipe is None:
+        return compute()["x_adv"]
+    from ensdiv.store import cached
+    from ensdiv.train import model_cache_config
+
+    key = {"version": SAT_VERSION, "model": model_cache_config(recipe), **data_key, "attack": attack_cfg}
+    return cached("sat-adv", key, compute, store=store)["x_adv"]
+
+
+def _check_classes(logits: list[torch.Tensor], names: list[str]) -> None:
+    sizes = {n: lg.shape[-1] for n, lg in zip(names, logits, strict=True)}
+    if len(set(sizes.values())) > 1:
+        raise EnsdivError(
+            "SAT compares models over the same label set, but they output different numbers of classes: "
+            f"{sizes}."
+        )
+
+
+def sat_matrix(
+    models: Sequence[Any],
+    dataset: Any,
+    *,
+    subsample: int | None = 500,
+    attack: str = "pgd",
+    attack_kwargs: dict | None = None,
+    names: Sequence[str] | None = None,
+    seed: int = 0,
+    eps: float | None = None,
+    batch_size: int = 256,
+    store: Any = None,
+) -> SatResult:
+    """Pairwise SAT similarity of N models (attack-similarity Eq. 1; one-side variant of App. G).
+
+    Args:
+        models: ``nn.Module`` classifiers or :class:`~ensdiv.Recipe` objects (trained/loaded through
+            the cache); each applies its own input pipeline (:func:`ensdiv.attacks.input_spec`).
+        dataset: a registered set name or a :class:`~ensdiv.data.TensorSet` of [0, 1] images.
+        subsample: number of images (seeded random subset; the paper uses 5,000 ImageNet val images,
+            10%); ``None``/0 = all.
+        attack: ``"pgd"`` (default, the paper's) or ``"mi_fgsm"``.
+        attack_kwargs: options of the attack (default :data:`ensdiv.attacks.PGD_DEFAULTS` for PGD).
+        names: one name per model (default: recipe name / model name).
+        seed: seed of the subsample and of the attack's random start.
+        eps: floor ε_s of the score in % (default :data:`ensdiv.metrics.similarity.SAT_EPS`).
+        batch_size: images per forward pass.
+        store: cache (default store); used only when every model is a Recipe.
+
+    Returns:
+        A :class:`SatResult`.
+
+    Raises:
+        EnsdivError: models with different numbers of classes; an empty evaluation set.
+    """
+    recipes, names = _resolve_models(models, names)
+    data, data_key = _resolve_data(dataset, subsample, seed)
+    attack_cfg = _attack_config(attack, attack_kwargs, seed)
+    all_recipes = all(r is not None for r in recipes)
+
+    def compute() -> dict[str, torch.Tensor]:
+        loaded = [_load(m, r, store) for m, r in zip(models, recipes, strict=True)]
+        clean = [_logits(m, data.x, batch_size) for m in loaded]
+        _check_classes(clean, names)
+        correct = torch.stack([lg.argmax(-1) == data.y for lg in clean])
+        advs = [_adversarial(m, r, data, data_key, attack_cfg, store if all_recipes else None, batch_size)
+                for m, r in zip(loaded, recipes, strict=True)]  # fmt: skip
+        n, k = len(data), len(loaded)
+        fooled = torch.zeros(k, k, n, dtype=torch.bool)
+        for t, target in enumerate(loaded):  # one batched pass per target over all sources' images
+            same_size = len({a.shape[-1] for a in advs}) == 1
+            if same_size:
+                preds = _logits(target, torch.cat(advs), batch_size).argmax(-1).view(k, n)
+            else:
+                preds = torch.stack([_logits(target, a, batch_size).argmax(-1) for a in advs])
+            fooled[:, t] = preds != data.y
+        return {"fooled": fooled, "correct": correct}
+
+    if all_recipes:
+        from ensdiv.store import cached
+        from ensdiv.train import model_cache_config
+
+        key = {"version": SAT_VERSION, "models": [model_cache_config(r) for r in recipes], **data_key,
+               "attack": attack_cfg}  # fmt: skip
+        out = cached("sat-matrix", key, compute, store=store)
+    else:
+        out = compute()
+    two, one = sat_from_fooled(out["fooled"], out["correct"], eps=eps)
+    return SatResult(names, two, one, out["fooled"], out["correct"])
+
+
+def sat_one_side(
+    new_model: Any,
+    models: Sequence[Any],
+    dataset: Any,
+    *,
+    subsample: int | None = 500,
+    attack: str = "pgd",
+    attack_kwargs: dict | None = None,
+    seed: int = 0,
+    eps: float | None = None,
+    batch_size: int = 256,
+    store: Any = None,
+) -> torch.Tensor:
+    """One-side SAT of a new model against known ones, attacking only the new model (App. G).
+
+    score_j = ln max(ε, 100 · mean_{x ∈ X_new,j} [M_j(x_new) ≠ y]): the known models are evaluated on
+    the new model's adversarial images; their own attacks are not needed.
+
+    Returns:
+        (N,) scores, one per known model, in order.
+    """
+    from ensdiv.metrics.similarity import SAT_EPS, sat_score_one_side
+
+    recipes, names = _resolve_models([new_model, *models], None)
+    data, data_key = _resolve_data(dataset, subsample, seed)
+    attack_cfg = _attack_config(attack, attack_kwargs, seed)
+    loaded = [_load(m, r, store) for m, r in zip([new_model, *models], recipes, strict=True)]
+    clean = [_logits(m, data.x, batch_size) for m in loaded]
+    _check_classes(clean, names)
+    correct = torch.stack([lg.argmax(-1) == data.y for lg in clean])
+    x_new = _adversarial(loaded[0], recipes[0], data, data_key, attack_cfg,
+                         store if recipes[0] is not None else None, batch_size)  # fmt: skip
+    fooled = torch.stack([_logits(m, x_new, batch_size).argmax(-1) != data.y for m in loaded[1:]])
+    both = correct[:1] & correct[1:]
+    scores = sat_score_one_side(fooled, both, eps=SAT_EPS if eps is None else eps)
+    return torch.as_tensor(scores, dtype=torch.float64)
+
+
+# ---- chapter helpers: the attack-similarity notebooks' recipes, evaluation set and SAT runs ----------
+def chapter_recipes(cfg: Any, keys: Sequence[str] | None = None) -> list:
+    """The shared zoo's recipes (:func:`ensdiv.zoo.zoo_recipes`) for the keys/patterns ``keys`` (default
+    ``cfg.zoo``) at ``cfg.scale``, named by their key without the category (``"arch/vit"`` → ``"vit"``)."""
+    from ensdiv.zoo import zoo_recipes
+
+    zoo = zoo_recipes(cfg["scale"], list(keys or cfg["zoo"]))
+    return [r.replace(name=k.split("/", 1)[-1]) for k, r in zoo.items()]
+
+
+def chapter_eval_set(cfg: Any) -> Any:
+    """The zoo's evaluation set at ``cfg.scale`` (a name), subset to ``cfg.eval_subset`` when non-zero."""
+    from ensdiv.data.registry import get_dataset
+    from ensdiv.zoo import EVAL_SET
+
+    name = EVAL_SET[cfg["scale"]]
+    if not cfg.get("eval_subset"):
+        return name
+    return get_dataset(name).subset(cfg["eval_subset"], seed=cfg["seed"])
+
+
+def chapter_sat(cfg: Any, recipes: Sequence[Any], *, attack: str | None = None, steps: int | None = None,
+                names: Sequence[str] | None = None) -> SatResult:
+    """:func:`sat_matrix` of ``recipes`` on the zoo evaluation set, attack set by a chapter preset."""
+    attack = attack or cfg["attack"]
+    kw = {"eps": cfg["eps"], "steps": steps or cfg["steps"]}
+    if attack == "pgd":
+        kw["alpha"] = cfg["alpha"]
+    from ensdiv.zoo import EVAL_SET
+
+    return sat_matrix(recipes, EVAL_SET[cfg["scale"]], subsample=cfg["subsample"], attack=attack,
+                      attack_kwargs=kw, names=names, seed=cfg["seed"])
+
+
+def trend_line(x: Any, y: Any, *, ci: float = 0.90) -> dict[str, Any]:
+    """OLS trend of ``y`` on ``x`` with a ``ci`` confidence band (statsmodels) and Pearson's r, p.
+
+    The paper's Fig. 2 / G.1 / G.2 draw "the trend line and its 90% confidence interval". NaN pairs
+    are dropped. Returns ``{"r", "p", "n", "slope", "band"}`` where ``band`` is a DataFrame with
+    columns ``x, mean, lower, upper`` on a grid of 50 points.
+    """
+    import numpy as np
+    import statsmodels.api as sm
+    from scipy.stats import pearsonr
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[keep], y[keep]
+    if len(x) < 3 or np.ptp(x) == 0:
+        return {"r": float("nan"), "p": float("nan"), "n": len(x), "slope": float("nan"), "band": None}
+    fit = sm.OLS(y, sm.add_constant(x)).fit()
+    grid = np.linspace(x.min(), x.max(), 50)
+    frame = fit.get_prediction(sm.add_constant(grid)).summary_frame(alpha=1 - ci)
+    band = pd.DataFrame({"x": grid, "mean": frame["mean"].to_numpy(),
+                         "lower": frame["mean_ci_lower"].to_numpy(),
+                         "upper": frame["mean_ci_upper"].to_numpy()})  # fmt: skip
+    r, p = pearsonr(x, y)
+    return {"r": float(r), "p": float(p), "n": int(len(x)), "slope": float(fit.params[1]), "band": band}
+
+
+def draw_cluster_ensembles(labels: Any, size: int, n_clusters_used: int, *, n_draws: int, seed: int = 0):
+    """Random ``size``-model ensembles whose members come from exactly ``n_clusters_used`` clusters (Fig. 3).
+
+    Each draw picks ``n_clusters_used`` clusters at random (among those whose union holds at least
+    ``size`` models), one model from each, then fills the ensemble from the union of the chosen
+    clusters. Duplicate draws are kept (they are samples of the same distribution).
+
+    Returns:
+        Long tensor (K, size) of model indices, K ≤ n_draws (0 rows if no choice of clusters fits).
+    """
+    import numpy as np
+
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    clusters = sorted(set(labels.tolist()))
+    if not 1 <= n_clusters_used <= min(size, len(clusters)):
+        return torch.zeros(0, size, dtype=torch.long)
+    rows = []
+    for _ in range(n_draws * 20):
+        if len(rows) == n_draws:
+            break
+        chosen = rng.choice(clusters, n_clusters_used, replace=False)
+        pool = np.flatnonzero(np.isin(labels, chosen))
+        if len(pool) < size:
+            continue
+        first = [rng.choice(np.flatnonzero(labels == c)) for c in chosen]
+        rest = rng.choice(np.setdiff1d(pool, first), size - len(first), replace=False)
+        rows.append(sorted([*first, *rest.tolist()]))
+    return torch.tensor(rows, dtype=torch.long).reshape(-1, size)

@@ -1,0 +1,136 @@
+"""BatchEnsemble, MIMO, Masksembles: values against per-member loops, shapes, bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ensdiv.errors import EnsdivError
+from ensdiv.models.efficient import (
+    BatchEnsembleConv2d,
+    BatchEnsembleLinear,
+    BatchEnsembleResNet,
+    MasksemblesResNet,
+    MIMOResNet,
+    masksembles_masks,
+    member_index,
+)
+
+
+def test_member_index_hand_case():
+    assert member_index(8, 4).tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert member_index(3, 1).tolist() == [0, 0, 0]
+
+
+def test_batchensemble_conv_matches_per_member_loop():
+    torch.manual_seed(0)
+    shared = nn.Conv2d(3, 5, 3, padding=1)
+    layer = BatchEnsembleConv2d(shared, 2, seed=1)
+    with torch.no_grad():
+        layer.bias.normal_()
+    x = torch.randn(4, 3, 6, 6)  # member-major: rows 0-1 member 0, rows 2-3 member 1
+    out = layer(x)
+    for i in range(4):
+        m = i // 2
+        ref = F.conv2d(x[i:i + 1] * layer.r[m].view(1, 3, 1, 1), shared.weight, padding=1)
+        ref = ref * layer.s[m].view(1, 5, 1, 1) + layer.bias[m].view(1, 5, 1, 1)
+        torch.testing.assert_close(out[i:i + 1], ref, atol=1e-5, rtol=1e-5)
+    assert set(layer.r.unique().tolist()) <= {-1.0, 1.0}
+
+
+def test_batchensemble_linear_matches_numpy():
+    torch.manual_seed(0)
+    layer = BatchEnsembleLinear(4, 3, 2, seed=0)
+    x = torch.randn(4, 4)
+    out = layer(x).detach().numpy()
+    w, r, s, b = (t.detach().numpy() for t in (layer.linear.weight, layer.r, layer.s, layer.bias))
+    for i in range(4):
+        m = i // 2
+        expected = ((x[i].numpy() * r[m]) @ w.T) * s[m] + b[m]
+        assert abs(out[i] - expected).max() < 1e-5
+
+
+def test_batchensemble_resnet_shares_weights_and_returns_members():
+    net = BatchEnsembleResNet("test", num_estimators=3, in_chans=1, img_size=28).eval()
+    out = net(torch.randn(2, 1, 28, 28))
+    assert out.shape == (3, 2, 10)
+    assert not torch.allclose(out[0], out[1])  # different fast weights
+    single_params = sum(p.numel() for p in BatchEnsembleResNet("test", num_estimators=1, in_chans=1,
+                                                               img_size=28).parameters())
+    extra = sum(p.numel() for p in net.parameters()) - single_params
+    fast = sum(m.r.numel() + m.s.numel() + m.bias.numel() for m in net.modules() if hasattr(m, "r"))
+    assert extra == fast * 2 // 3  # M=3 vs M=1: two more members' rank-1 vectors and biases
+
+
+def test_mimo_rho_one_equals_member_mean_cross_entropy():
+    torch.manual_seed(0)
+    net = MIMOResNet("test", num_estimators=2, rho=1.0, in_chans=1, img_size=28)
+    x, y = torch.randn(6, 1, 28, 28), torch.randint(0, 10, (6,))
+    # rho=1: every member sees the same shuffle; the batch mean (and BN statistics) do not depend on order.
+    loss = net.training_loss(x, y)
+    logits = net(x)
+    expected = (F.cross_entropy(logits[0], y) + F.cross_entropy(logits[1], y)) / 2
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+    assert logits.shape == (2, 6, 10)
+
+
+def test_mimo_independent_shuffles_differ():
+    net = MIMOResNet("test", num_estimators=2, rho=0.0, in_chans=1, img_size=28)
+    x, y = torch.randn(16, 1, 28, 28), torch.randint(0, 10, (16,))
+    loss = net.training_loss(x, y)
+    assert torch.isfinite(loss)
+    loss.backward()
+    assert net.backbone.conv1.weight.grad is not None
+
+
+def test_masksembles_masks_hand_properties():
+    masks = masksembles_masks(10, 4, scale=2.0, seed=0)
+    assert masks.shape == (4, 10)
+    assert (masks.sum(1) >= 5).all()  # round(10 / 2) kept per mask
+    assert (masks.sum(0) >= 1).all()  # every channel used by some member
+    assert torch.equal(masksembles_masks(6, 3, scale=1.0), torch.ones(3, 6))
+
+
+def test_masksembles_eval_matches_manual_masking():
+    torch.manual_seed(0)
+    net = MasksemblesResNet("test", num_estimators=2, scale=2.0, in_chans=1, img_size=28).eval()
+    x = torch.randn(3, 1, 28, 28)
+    out = net(x)
+    bb = net.backbone
+    for m in range(2):
+        h = F.relu(bb.bn1(bb.conv1(x)))
+        for stage in bb.stages:
+            for block in stage[:-1]:
+                h = block(h)
+            h = h * stage[-1].masks[m].view(1, -1, 1, 1)
+        ref = bb.head(F.adaptive_avg_pool2d(h, 1).flatten(1))
+        torch.testing.assert_close(out[m], ref, atol=1e-5, rtol=1e-5)
+
+
+def test_masksembles_training_splits_batch():
+    net = MasksemblesResNet("test", num_estimators=2, in_chans=1, img_size=28).train()
+    x, y = torch.randn(4, 1, 28, 28), torch.randint(0, 10, (4,))
+    assert net(x).shape == (4, 10)
+    assert torch.isfinite(net.training_loss(x, y))
+
+
+def test_bad_inputs():
+    with pytest.raises(EnsdivError, match="num_estimators"):
+        BatchEnsembleResNet("test", num_estimators=0)
+    with pytest.raises(EnsdivError, match="rho"):
+        MIMOResNet("test", rho=1.5)
+    with pytest.raises(EnsdivError, match="scale must be >= 1"):
+        masksembles_masks(8, 2, scale=0.5)
+
+
+def test_mimo_stem_equals_full_conv_on_stacked_input():
+    from ensdiv.models.efficient import _MIMOStem
+
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3 * 2, 4, 3, padding=1, bias=False)
+    stem = _MIMOStem(conv, 2)
+    x = torch.randn(2, 6, 5, 5)
+    torch.testing.assert_close(stem(x), conv(x), atol=1e-5, rtol=1e-5)
+    assert stem.weight.shape[1] == 3

@@ -1,0 +1,88 @@
+"""The vectorised ensemble sweep vs a per-ensemble Python loop."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from ensdiv.ensembles import combine
+from ensdiv.errors import EnsdivError
+from ensdiv.metrics.attribution import attribution_diversity
+from ensdiv.metrics.diversity import disagreement, oracle_disagreement
+from ensdiv.metrics.sweep import combination_index, ensemble_sweep
+
+
+def zoo(m=6, n=120, c=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, c, (n,), generator=g)
+    z = torch.randn(m, n, c, generator=g)
+    z[:, torch.arange(n), y] += torch.linspace(0.0, 1.5, m)[:, None]
+    return z, y
+
+
+@pytest.mark.parametrize("how", ["mean_logits", "mean_probs", "median", "geometric_mean"])
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_sweep_matches_loop(how, size):
+    z, y = zoo()
+    params = torch.arange(6.0) * 10
+    names = [f"m{i}" for i in range(6)]
+    df = ensemble_sweep(z, y, size=size, how=how, params=params, names=names, chunk_elems=1000)
+    combos = list(itertools.combinations(range(6), size))
+    assert len(df) == len(combos) and df["members"].tolist() == combos
+    for row, c in zip(df.itertuples(), combos, strict=True):
+        idx = list(c)
+        acc = float((combine(z[idx], how).argmax(-1) == y).double().mean())
+        member = [float((z[i].argmax(-1) == y).double().mean()) for i in idx]
+        assert row.accuracy == pytest.approx(acc)
+        assert row.best_member_accuracy == pytest.approx(max(member))
+        assert row.mean_member_accuracy == pytest.approx(np.mean(member))
+        assert row.improvement == pytest.approx(acc - max(member))
+        assert row.disagreement == pytest.approx(disagreement(z[idx].argmax(-1)))
+        assert row.oracle_disagreement == pytest.approx(oracle_disagreement(z[idx].argmax(-1), y))
+        assert row.params == pytest.approx(sum(10 * i for i in idx))
+        assert row.names == "+".join(f"m{i}" for i in idx)
+
+
+def test_sweep_vote_ties_among_max():
+    z, y = zoo(m=5, c=3)
+    df = ensemble_sweep(z, y, size=2, how="vote", seed=0)
+    preds = z.argmax(-1)
+    for row in df.itertuples():
+        a, b = row.members
+        # with two voters, every tie is between their two predictions: accuracy lies between
+        # "both right" and "either right"
+        both = float(((preds[a] == y) & (preds[b] == y)).double().mean())
+        either = float(((preds[a] == y) | (preds[b] == y)).double().mean())
+        assert both - 1e-12 <= row.accuracy <= either + 1e-12
+    again = ensemble_sweep(z, y, size=2, how="vote", seed=0)
+    assert df["accuracy"].tolist() == again["accuracy"].tolist()
+
+
+def test_sweep_attribution_diversity_matches_eq7():
+    z, y = zoo(m=5, n=20)
+    g = torch.Generator().manual_seed(1)
+    attr = torch.randn(5, 20, 1, 3, 3, generator=g, dtype=torch.float64)
+    df = ensemble_sweep(z, y, size=3, attributions=attr)
+    for row in df.itertuples():
+        assert row.attribution_diversity == pytest.approx(attribution_diversity(attr[list(row.members)]))
+
+
+def test_sweep_explicit_combinations_and_errors():
+    z, y = zoo()
+    df = ensemble_sweep(z, y, combinations=torch.tensor([[0, 5], [1, 2]]))
+    assert df["members"].tolist() == [(0, 5), (1, 2)]
+    assert combination_index(14, 3).shape == (364, 3)
+    assert combination_index(69, 2).shape == (2346, 2)
+    with pytest.raises(EnsdivError, match="size"):
+        ensemble_sweep(z, y, size=7)
+    with pytest.raises(EnsdivError, match="names"):
+        ensemble_sweep(z, y, names=["a"])
+    with pytest.raises(EnsdivError, match="combination rule"):
+        ensemble_sweep(z, y, how="mean")
+    with pytest.raises(EnsdivError, match=r"\(M,\) = \(6,\)"):
+        ensemble_sweep(z, y, params=[1.0, 2.0])
+    with pytest.raises(EnsdivError, match="combinations"):
+        ensemble_sweep(z, y, combinations=torch.tensor([[0, 9]]))
+    single = ensemble_sweep(z, y, size=1)
+    assert single["improvement"].abs().max() == 0.0 and single["disagreement"].isna().all()

@@ -1,0 +1,107 @@
+"""Model registry: every cpu/test model builds, has the right output shape and head API; bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+from ensdiv.errors import EnsdivError, UnknownNameError
+from ensdiv.models import create_model, list_models, model_info, register_model
+from ensdiv.models.paper import ALIASES, PAPER_MODELS, resolve_paper_name, sat_model_names
+
+TEST_MODELS = list_models("test_*")
+CPU_MODELS = list_models(include_test=False)
+
+
+def test_zoo_has_at_least_14_architectures_in_6_families():
+    assert len(CPU_MODELS) >= 14
+    assert len({model_info(n).family for n in CPU_MODELS}) >= 6
+    assert all(f"test_{n}" in TEST_MODELS for n in CPU_MODELS)
+
+
+@pytest.mark.parametrize("name", TEST_MODELS)
+def test_tiny_models_forward_features_and_head(name):
+    torch.manual_seed(0)
+    m = create_model(name, num_classes=7).eval()
+    x = torch.rand(3, 1, 28, 28)
+    out = m(x)
+    assert out.shape == (3, 7)
+    feats = m.forward_head(m.forward_features(x), pre_logits=True)
+    heads = m.get_classifier()
+    head = heads[0] if isinstance(heads, tuple) else heads
+    assert feats.shape == (3, head.in_features)
+    assert sum(p.numel() for p in m.parameters()) < 20_000
+
+
+def test_cpu_models_build_with_other_inputs():
+    m = create_model("resnet", num_classes=3, in_chans=3, img_size=32)
+    assert m(torch.rand(2, 3, 32, 32)).shape == (2, 3)
+    v = create_model("vit", img_size=32)
+    assert v(torch.rand(2, 1, 32, 32)).shape == (2, 10)
+
+
+def test_overrides_reach_the_timm_class():
+    a = create_model("resnet", channels=(8, 8, 16, 16))
+    b = create_model("resnet")
+    assert sum(p.numel() for p in a.parameters()) < sum(p.numel() for p in b.parameters())
+    d = create_model("small_cnn", drop_rate=0.5)
+    assert d.drop.p == 0.5
+
+
+def test_register_model_decorator():
+    @register_model("unit_linear", family="test-family", description="a linear probe")
+    def _factory(num_classes, in_chans, img_size, **kw):
+        return nn.Sequential(nn.Flatten(), nn.Linear(in_chans * img_size * img_size, num_classes))
+
+    assert "unit_linear" in list_models(family="test-family")
+    assert create_model("unit_linear", num_classes=4)(torch.rand(2, 1, 28, 28)).shape == (2, 4)
+
+
+def test_unknown_name_suggests_close_matches():
+    with pytest.raises(UnknownNameError, match="Did you mean 'resnet'"):
+        create_model("resnte")
+
+
+@pytest.mark.parametrize("kw", [{"num_classes": 0}, {"in_chans": "1"}, {"img_size": 2.5}])
+def test_bad_sizes_are_one_sentence(kw):
+    with pytest.raises(EnsdivError, match="positive int"):
+        create_model("test_cnn", **kw)
+
+
+def test_bad_override_is_one_sentence():
+    with pytest.raises(EnsdivError, match="does not accept"):
+        create_model("test_cnn", no_such_option=3)
+
+
+def test_pretrained_at_cpu_scale_is_refused():
+    with pytest.raises(EnsdivError, match="only at paper scale"):
+        create_model("resnet", pretrained=True)
+
+
+def test_paper_scale_maps_names_and_missing_weights_say_where(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolve_paper_name("resnet") == "resnet50" and PAPER_MODELS["deit"] == "deit_tiny_patch16_224"
+    m = create_model("test_resnet", scale="paper", num_classes=5, img_size=32).eval()  # timm test model
+    assert m(torch.rand(1, 1, 32, 32)).shape == (1, 5)
+    with pytest.raises(EnsdivError, match="not on this machine.*put them in timm's cache"):
+        create_model("resnet", scale="paper", pretrained=True)
+    with pytest.raises(EnsdivError, match="not on this machine"):
+        create_model("resnet", scale="paper", pretrained=str(tmp_path / "missing.safetensors"))
+
+
+def test_every_sat_name_resolves_to_a_timm_model():
+    names = sat_model_names()
+    assert len(names) == 69
+    import timm
+
+    for n in names:
+        r = resolve_paper_name(n)
+        assert timm.is_model(r), n
+    assert set(ALIASES) <= set(names)
+
+
+def test_unknown_paper_name():
+    with pytest.raises(UnknownNameError, match="resnet50"):
+        create_model("resnet5O", scale="paper")

@@ -1,0 +1,74 @@
+"""Cached predictions and features."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+from ensdiv.data.registry import TensorSet
+from ensdiv.errors import EnsdivError
+from ensdiv.models import create_model
+from ensdiv.predict import predict, predict_many
+from ensdiv.recipes import Recipe
+from ensdiv.store import Store
+
+
+def _set(n=40, c=1, size=28, classes=10) -> TensorSet:
+    g = torch.Generator().manual_seed(0)
+    return TensorSet(torch.rand(n, c, size, size, generator=g), torch.arange(n) % classes, "rand",
+                     [str(i) for i in range(classes)])
+
+
+def test_predict_module_matches_forward_and_features_feed_the_head():
+    torch.manual_seed(0)
+    m = create_model("test_resnet").eval()
+    data = _set()
+    logits, feats = predict(m, data, features=True, batch_size=16)
+    with torch.no_grad():
+        ref = m(data.x)
+        assert torch.allclose(logits, ref, atol=1e-5)
+        assert torch.allclose(m.get_classifier()(feats), ref, atol=1e-5)
+    assert feats.shape == (40, m.num_features)
+
+
+def test_features_fallback_hooks_last_linear():
+    net = nn.Sequential(nn.Flatten(), nn.Linear(784, 7), nn.ReLU(), nn.Linear(7, 10))
+    logits, feats = predict(net, _set(), features=True)
+    assert feats.shape == (40, 7)
+    assert torch.allclose(net[3](feats), logits, atol=1e-5)
+
+
+class _Ens(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList(nn.Sequential(nn.Flatten(), nn.Linear(784, 10)) for _ in range(3))
+
+    def forward(self, x):
+        return torch.stack([h(x) for h in self.heads])
+
+
+def test_ensemble_in_one_model_gives_mnc():
+    out = predict(_Ens(), _set(), batch_size=16)
+    assert out.shape == (3, 40, 10)
+
+
+def test_recipe_predictions_are_cached_and_stack(tmp_path):
+    st = Store(tmp_path)
+    recipes = [Recipe(model="test_cnn", epochs=1, batch_size=64, train_subset=128, seed=s) for s in (0, 1)]
+    data = _set()
+    a = predict(recipes[0], data, store=st)
+    assert len(st.entries("predictions")) == 1 and len(st.entries("model")) == 1
+    assert torch.equal(predict(recipes[0], data, store=st), a)
+    many = predict_many(recipes, data, store=st)
+    assert many.shape == (2, 40, 10) and torch.equal(many[0], a)
+
+
+def test_bad_inputs_one_sentence():
+    m = create_model("test_cnn")
+    with pytest.raises(EnsdivError, match="3 channels"):
+        predict(m, _set(c=3))
+    with pytest.raises(EnsdivError, match="outputs 10 classes"):
+        predict(m, _set(classes=5))
+    with pytest.raises(EnsdivError, match="nn.Module or an ed.Recipe"):
+        predict("test_cnn", _set())

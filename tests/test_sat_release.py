@@ -1,0 +1,136 @@
+"""Tests of ensdiv.sat_release against hand computations and plain numpy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ensdiv.errors import DataNotFoundError, EnsdivError
+from ensdiv.sat_release import (
+    COMPONENTS,
+    PAPER_CLUSTERS,
+    PAPER_ORDER,
+    cluster_keywords,
+    component_differences,
+    component_importance,
+    default_sat_root,
+    load_sat_release,
+    spectral_clusters,
+    spectral_features,
+)
+
+
+def test_released_files_load_and_match_paper_list():
+    sim, comp = load_sat_release()
+    assert sim.shape == (69, 69) and comp.shape == (69, 13)
+    assert list(sim.index) == list(sim.columns) == list(comp.index)
+    assert set(sim.index) == set(PAPER_ORDER) and len(PAPER_CLUSTERS) == 69
+    assert np.allclose(sim.to_numpy(), sim.to_numpy().T)
+    assert np.all(np.abs(np.diag(sim.to_numpy()) - math.log(100)) < 0.12)  # Fig. D.2: "close to 4.6"
+
+
+def _copy(tmp_path, sim: pd.DataFrame, comp: pd.DataFrame):
+    sim.to_csv(tmp_path / "SAT_release.csv")
+    comp.to_csv(tmp_path / "model_features_release.csv")
+    return tmp_path
+
+
+def test_missing_row_or_column_is_one_sentence(tmp_path):
+    sim, comp = load_sat_release()
+    _copy(tmp_path, sim.iloc[:-1], comp)  # 68 rows, 69 columns
+    with pytest.raises(EnsdivError, match="square matrix"):
+        load_sat_release(tmp_path)
+    _copy(tmp_path, sim, comp.drop(columns=["Activation"]))
+    with pytest.raises(EnsdivError, match="lacks the component columns"):
+        load_sat_release(tmp_path)
+    _copy(tmp_path, sim, comp.iloc[:-2])
+    with pytest.raises(EnsdivError, match="no row for 2 models"):
+        load_sat_release(tmp_path)
+    bad = sim.copy()
+    bad.iloc[3, 5] = np.nan
+    _copy(tmp_path, bad, comp)
+    with pytest.raises(EnsdivError, match="missing or non-numeric"):
+        load_sat_release(tmp_path)
+    with pytest.raises(DataNotFoundError, match="J-H-Hwang/SAT"):
+        load_sat_release(tmp_path / "nowhere")
+    assert default_sat_root().name == "sat"
+
+
+def test_component_differences_match_loop():
+    comp = pd.DataFrame({"a": ["x", "y", "x"], "b": ["p", "p", "q"]}, index=["m0", "m1", "m2"])
+    pairs, diffs = component_differences(comp)
+    expected = []
+    for i in range(3):
+        for j in range(i + 1, 3):
+            expected.append([2.0 * (comp.iloc[i, k] != comp.iloc[j, k]) for k in range(2)])
+    assert pairs.tolist() == [[0, 1], [0, 2], [1, 2]]
+    assert diffs.tolist() == expected
+
+
+def test_importance_finds_the_only_component_that_matters():
+    rng = np.random.default_rng(0)
+    n = 24
+    comp = pd.DataFrame({c: rng.choice(["u", "v", "w"], n) for c in ["noise1", "key", "noise2"]},
+                        index=[f"m{i}" for i in range(n)])  # fmt: skip
+    s = np.where(comp["key"].to_numpy()[:, None] == comp["key"].to_numpy()[None, :], 4.0, 2.0)
+    sim = pd.DataFrame(s, index=comp.index, columns=comp.index)
+    table = component_importance(sim, comp, n_estimators=30, max_depth=3, n_repeats=3)
+    assert table.index[0] == "key" and table.loc["key", "importance"] > 0.5
+    assert table.loc["noise1", "importance"] < 0.05
+
+
+def _blocks(sizes, inside=4.0, outside=1.0):
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    a = np.where(labels[:, None] == labels[None, :], inside, outside)
+    return a, labels
+
+
+def test_spectral_clusters_recover_blocks():
+    a, truth = _blocks([4, 3, 5])
+    a = a + 0.01 * np.random.default_rng(0).random(a.shape)
+    labels = spectral_clusters(a, n_clusters=3, n_init=10)
+    # same partition (labels renumbered by first appearance: 1, 2, 3)
+    assert labels.tolist() == (truth + 1).tolist()
+    with pytest.raises(EnsdivError, match="n_clusters"):
+        spectral_clusters(a, n_clusters=40)
+    with pytest.raises(EnsdivError, match="non-negative"):
+        spectral_clusters(-a, n_clusters=2)
+
+
+def test_spectral_features_match_numpy_eigenvectors():
+    rng = np.random.default_rng(1)
+    a = rng.random((8, 8)) + 0.1
+    a = (a + a.T) / 2
+    np.fill_diagonal(a, 0.0)
+    d = a.sum(1)
+    lsym = np.eye(8) - a / np.sqrt(d[:, None] * d[None, :])
+    vals, vecs = np.linalg.eigh(lsym)
+    naive = vecs[:, :3] / np.sqrt(d)[:, None]
+    ours = spectral_features(a, n_components=3)
+    for k in range(3):  # eigenvectors are defined up to sign and scale
+        u, v = naive[:, k] / np.linalg.norm(naive[:, k]), ours[:, k] / np.linalg.norm(ours[:, k])
+        assert abs(abs(u @ v) - 1) < 1e-6
+
+
+def test_keywords_match_hand_tfidf():
+    comp = pd.DataFrame({"A": ["x", "x", "y", "y"], "B": ["p", "q", "q", "q"]}, index=list("abcd"))
+    labels = np.array([1, 1, 2, 2])
+    kw = cluster_keywords(comp, labels, top_k=2)
+    # hand TF-IDF: idf = ln((1+n)/(1+df)) + 1, rows L2-normalised
+    words = ["A: x", "A: y", "B: p", "B: q"]
+    docs = [["A: x", "B: p"], ["A: x", "B: q"], ["A: y", "B: q"], ["A: y", "B: q"]]
+    df = {w: sum(w in doc for doc in docs) for w in words}
+    rows = []
+    for doc in docs:
+        v = np.array([(w in doc) * (math.log(5 / (1 + df[w])) + 1) for w in words])
+        rows.append(v / np.linalg.norm(v))
+    rows = np.array(rows)
+    for lab in (1, 2):
+        mean = rows[labels == lab].mean(0)
+        best = [words[i] for i in sorted(range(4), key=lambda i: (-round(mean[i], 12), words[i]))[:2]]
+        assert kw[lab] == best
+    assert kw[2][0] == "A: y"
+    assert len(COMPONENTS) == 13
