@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=200, help="attacked test images (cpu preset: 200)")
     parser.add_argument("--steps", type=int, default=10, help="PGD steps (cpu preset: 10; paper: 50)")
     args = parser.parse_args()
+    warnings.filterwarnings("ignore", message="Some pairs of models")  # untrained members: some X_AB empty
     sizes = [2, 4] if args.quick else [4, 8, 16]
     images = 50 if args.quick else args.images
     steps = 3 if args.quick else args.steps

@@ -9,6 +9,12 @@ Measures, on this machine:
 3. training M members of one architecture at once with ``torch.func.stack_module_state`` + ``vmap``
    (one batched step for all members, each on its own mini-batch) against M sequential steps, M = 4, 8.
 
+Every timing is taken twice: wall-clock, and the process's CPU time (``time.process_time``) with
+torch limited to one thread. On a shared machine (several jobs on 2 cores) wall-clock throughput
+mostly measures the other jobs; CPU time measures the work itself, so the cold-build estimate for an
+uncontended 2-core machine is ``sum of CPU seconds / (2 x parallel efficiency)`` with the efficiency of
+two threads taken as 0.8 (``--efficiency``), which is also reported raw.
+
 Run ``python benchmarks/bench_train.py [--quick]``; writes ``benchmarks/results/train.json``.
 """
 
@@ -30,17 +36,21 @@ from ensdiv.models import create_model, list_models
 from ensdiv.train import fit
 
 
-def images_per_second(name: str, *, batch: int = 128, steps: int = 6) -> float:
+def images_per_second(name: str, *, batch: int = 64, steps: int = 8) -> dict[str, float]:
     g = torch.Generator().manual_seed(0)
     n = batch * steps
-    data = TensorSet(torch.rand(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g), "bench",
-                     [str(i) for i in range(10)])
+    data = TensorSet(
+        torch.rand(n, 1, 28, 28, generator=g),
+        torch.randint(0, 10, (n,), generator=g),
+        "bench",
+        [str(i) for i in range(10)],
+    )
     model = create_model(name)
     warm = TensorSet(data.x[: 2 * batch], data.y[: 2 * batch], "warm", data.classes)
     fit(model, warm, epochs=1, lr=0.01, batch_size=batch, progress=False, accelerator="cpu")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     fit(model, data, epochs=1, lr=0.01, batch_size=batch, progress=False, accelerator="cpu")
-    return n / (time.perf_counter() - t0)
+    return {"wall": n / (time.perf_counter() - t0), "cpu": n / (time.process_time() - c0)}
 
 
 def vmap_speedup(name: str, members: int, *, batch: int = 128, steps: int = 5) -> dict:
@@ -78,40 +88,62 @@ def vmap_speedup(name: str, members: int, *, batch: int = 128, steps: int = 5) -
                 params[k].sub_(0.01 * mom[k])
 
     out = {}
-    for label, fn in (("sequential_s", seq_step), ("vmap_s", vmap_step)):
+    for label, fn in (("sequential", seq_step), ("vmap", vmap_step)):
         fn()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(steps):
             fn()
-        out[label] = (time.perf_counter() - t0) / steps
-    out["speedup"] = out["sequential_s"] / out["vmap_s"]
+        out[f"{label}_wall_s"] = (time.perf_counter() - t0) / steps
+        out[f"{label}_cpu_s"] = (time.process_time() - c0) / steps
+    out["speedup_wall"] = out["sequential_wall_s"] / out["vmap_wall_s"]
+    out["speedup_cpu"] = out["sequential_cpu_s"] / out["vmap_cpu_s"]
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="three architectures, M=4 only")
+    ap.add_argument("--efficiency", type=float, default=0.8, help="assumed 2-thread parallel efficiency")
     args = ap.parse_args()
+    torch.set_num_threads(1)
     names = list_models(include_test=False)
     if args.quick:
         names = ["mlp", "small_cnn", "resnet"]
     ips = {}
     for n in names:
-        ips[n] = images_per_second(n, steps=3 if args.quick else 6)
-        print(f"{n:14s} {ips[n]:8.0f} images/s")
+        ips[n] = images_per_second(n, steps=4 if args.quick else 8)
+        print(f"{n:14s} {ips[n]['cpu']:8.0f} images/s per CPU-second   {ips[n]['wall']:8.0f} images/s wall")
     from ensdiv.zoo import ZOO, estimate_seconds
 
-    est = estimate_seconds(ZOO["cpu"], ips) if not args.quick else None
-    if est is not None:
-        print(f"cpu-scale zoo: {len(ZOO['cpu'])} recipes, estimated cold build {est / 60:.1f} min")
+    est = None
+    if not args.quick:
+        cpu_s = estimate_seconds(ZOO["cpu"], {k: v["cpu"] for k, v in ips.items()})
+        wall_s = estimate_seconds(ZOO["cpu"], {k: v["wall"] for k, v in ips.items()})
+        est = {
+            "cpu_seconds_one_core": cpu_s,
+            "two_core_estimate_s": cpu_s / (2 * args.efficiency),
+            "assumed_two_thread_efficiency": args.efficiency,
+            "wall_seconds_at_measured_load": wall_s,
+        }
+        print(
+            f"cpu-scale zoo: {len(ZOO['cpu'])} recipes, {cpu_s / 60:.1f} CPU-minutes -> about "
+            f"{est['two_core_estimate_s'] / 60:.1f} min on 2 uncontended cores "
+            f"({wall_s / 60:.1f} min at this machine's current load)"
+        )
     stacked = {}
     for n in ["mlp", "small_cnn"]:
         for m in [4] if args.quick else [4, 8]:
             stacked[f"{n}/M={m}"] = vmap_speedup(n, m)
-            print(f"vmap {n} M={m}: speed-up x{stacked[f'{n}/M={m}']['speedup']:.2f}")
+            r = stacked[f"{n}/M={m}"]
+            print(f"vmap {n} M={m}: x{r['speedup_cpu']:.2f} (CPU time), x{r['speedup_wall']:.2f} (wall)")
     result = {
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                    "load_avg_1min": os.getloadavg()[0], "torch": torch.__version__},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "load_avg_1min": os.getloadavg()[0],
+            "torch": torch.__version__,
+        },
         "quick": args.quick,
         "images_per_second": ips,
         "zoo_cpu_estimated_build_s": est,

@@ -9,7 +9,8 @@ A flat public API::
     ed.metrics.disagreement(preds)                       # every measure of the five papers
 """
 
-from ensdiv import data, ensembles, metrics, store
+from ensdiv import attacks, data, ensembles, metrics, sat_release, similarity, store
+from ensdiv.attacks import mi_fgsm, pgd
 from ensdiv.config import SCALES, Config, list_presets, preset
 from ensdiv.data import TensorSet, get_dataset, list_datasets, load_fashion_mnist
 from ensdiv.errors import CacheError, DataNotFoundError, EnsdivError, UnknownNameError
@@ -17,6 +18,7 @@ from ensdiv.models import create_model, list_models, model_info, register_model
 from ensdiv.paths import build_dir, project_root, results_dir
 from ensdiv.predict import predict, predict_many
 from ensdiv.recipes import Recipe
+from ensdiv.similarity import SatResult, sat_matrix, sat_one_side
 from ensdiv.store import Store, cached, default_store
 from ensdiv.train import fit, train_recipe
 
@@ -29,9 +31,11 @@ __all__ = [
     "DataNotFoundError",
     "EnsdivError",
     "Recipe",
+    "SatResult",
     "Store",
     "TensorSet",
     "UnknownNameError",
+    "attacks",
     "build_dir",
     "cached",
     "create_model",
@@ -45,6 +49,8 @@ __all__ = [
     "list_presets",
     "load_fashion_mnist",
     "metrics",
+    "mi_fgsm",
+    "pgd",
     "model_info",
     "predict",
     "predict_many",
@@ -52,6 +58,10 @@ __all__ = [
     "project_root",
     "register_model",
     "results_dir",
+    "sat_matrix",
+    "sat_one_side",
+    "sat_release",
+    "similarity",
     "store",
     "train_recipe",
 ]

@@ -52,7 +52,9 @@ class BatchAugment:
     def soft_targets(self) -> bool:
         return self.mix is not None
 
-    def __call__(self, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(
+        self, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         n = x.shape[0]
         if self.flip:
             mask = torch.rand(n, generator=gen) < 0.5

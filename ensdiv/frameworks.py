@@ -1,8 +1,9 @@
-"""Training frameworks beyond plain supervised learning (training-methods' "framework" and "dataset" categories).
+"""Training frameworks beyond supervised learning (training-methods' "framework" and "dataset" categories).
 
 * Knowledge distillation (Hinton et al., 2015): the student minimises
   ``(1 - a) CE(s, y) + a T^2 KL(softmax(t/T) || softmax(s/T))`` (``soft``), or, as in DeiT's hard-label
-  distillation used by attack-similarity's re-trained ViTs, ``(1 - a) CE(s, y) + a CE(s, argmax t)`` (``hard``).
+  distillation used by attack-similarity's re-trained ViTs,
+  ``(1 - a) CE(s, y) + a CE(s, argmax t)`` (``hard``).
 * SimCLR-style contrastive pre-training (Chen et al., 2020): two random views of each image, a
   2-layer projection head, the NT-Xent loss at temperature 0.5; then a linear probe on the frozen
   penultimate features of the training set.
@@ -30,7 +31,7 @@ __all__ = ["distillation_loss", "SimCLR", "simclr_views", "nt_xent", "pretrain_a
 
 
 def distillation_loss(teacher: nn.Module, recipe: Recipe):
-    """``loss_fn(model, x, y)`` for :func:`ensdiv.fit` distilling ``teacher`` (soft or hard, see module doc)."""
+    """``loss_fn(model, x, y)`` for :func:`ensdiv.fit` distilling ``teacher`` (soft or hard, see above)."""
     teacher.eval()
     a, temp, hard = recipe.distill_alpha, recipe.distill_temperature, recipe.distill == "hard"
 
@@ -39,13 +40,23 @@ def distillation_loss(teacher: nn.Module, recipe: Recipe):
         with torch.no_grad():
             t = teacher(x).float()
         s = model(x).float()
-        ce = (torch.sum(-y * F.log_softmax(s, -1), -1).mean() if y.ndim == 2
-              else F.cross_entropy(s, y, label_smoothing=recipe.label_smoothing))
+        ce = (
+            torch.sum(-y * F.log_softmax(s, -1), -1).mean()
+            if y.ndim == 2
+            else F.cross_entropy(s, y, label_smoothing=recipe.label_smoothing)
+        )
         if hard:
             kd = F.cross_entropy(s, t.argmax(-1))
         else:
-            kd = F.kl_div(F.log_softmax(s / temp, -1), F.log_softmax(t / temp, -1), log_target=True,
-                          reduction="batchmean") * temp**2
+            kd = (
+                F.kl_div(
+                    F.log_softmax(s / temp, -1),
+                    F.log_softmax(t / temp, -1),
+                    log_target=True,
+                    reduction="batchmean",
+                )
+                * temp**2
+            )
         return (1 - a) * ce + a * kd
 
     return loss
@@ -67,8 +78,9 @@ def simclr_views(x: torch.Tensor) -> torch.Tensor:
     theta[:, 0, 2], theta[:, 1, 2] = tx, ty
     grid = F.affine_grid(theta, list(x.shape), align_corners=False)
     v = F.grid_sample(x, grid, align_corners=False)
-    v = v * torch.empty(n, 1, 1, 1, device=dev).uniform_(0.6, 1.4) + torch.empty(n, 1, 1, 1, device=dev).uniform_(
-        -0.2, 0.2)
+    v = v * torch.empty(n, 1, 1, 1, device=dev).uniform_(0.6, 1.4) + torch.empty(
+        n, 1, 1, 1, device=dev
+    ).uniform_(-0.2, 0.2)
     return (v + 0.05 * torch.randn_like(v)).clamp(0, 1)
 
 
@@ -92,7 +104,9 @@ class SimCLR(nn.Module):
     def __init__(self, backbone: nn.Module, feature_dim: int, proj_dim: int = 64, temperature: float = 0.5):
         super().__init__()
         self.backbone = backbone
-        self.proj = nn.Sequential(nn.Linear(feature_dim, 128), nn.ReLU(inplace=True), nn.Linear(128, proj_dim))
+        self.proj = nn.Sequential(
+            nn.Linear(feature_dim, 128), nn.ReLU(inplace=True), nn.Linear(128, proj_dim)
+        )
         self.temperature = temperature
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -119,16 +133,40 @@ def _all_features(model: nn.Module, x: torch.Tensor, batch: int = 1024) -> torch
 
 
 def _pretrain_config(recipe: Recipe) -> dict[str, Any]:
-    keep = ("model", "dataset", "batch_size", "optimizer", "momentum", "weight_decay", "schedule", "dropout",
-            "seed", "train_subset", "subset_seed", "model_kwargs", "framework", "pretrain_dataset",
-            "pretrain_epochs", "pretrain_lr", "augment")
+    keep = (
+        "model",
+        "dataset",
+        "batch_size",
+        "optimizer",
+        "momentum",
+        "weight_decay",
+        "schedule",
+        "dropout",
+        "seed",
+        "train_subset",
+        "subset_seed",
+        "model_kwargs",
+        "framework",
+        "pretrain_dataset",
+        "pretrain_epochs",
+        "pretrain_lr",
+        "augment",
+    )
     key = recipe.key()
     key["seed"] = recipe.pretrain_seed if recipe.pretrain_seed >= 0 else recipe.seed
     return {"version": 1, **{k: key[k] for k in keep}}
 
 
-def pretrain_and_probe(recipe: Recipe, data: TensorSet, shape: dict[str, int], *, store: Store,
-                       progress: bool = True, accelerator: str = "auto", precision: str | None = None) -> nn.Module:
+def pretrain_and_probe(
+    recipe: Recipe,
+    data: TensorSet,
+    shape: dict[str, int],
+    *,
+    store: Store,
+    progress: bool = True,
+    accelerator: str = "auto",
+    precision: str | None = None,
+) -> nn.Module:
     """Pre-train a backbone (SimCLR on ``pretrain_dataset`` or ``data``; or supervised on
     ``pretrain_dataset``) for ``pretrain_epochs``, then fit a linear probe on ``data`` for ``epochs``.
 
@@ -139,8 +177,11 @@ def pretrain_and_probe(recipe: Recipe, data: TensorSet, shape: dict[str, int], *
 
     lr0 = recipe.pretrain_lr or recipe.lr
     # The pre-training source gets the same image budget (train_subset) as the probe's data.
-    source = (get_dataset(recipe.pretrain_dataset).subset(recipe.train_subset, seed=recipe.subset_seed)
-              if recipe.pretrain_dataset else data)
+    source = (
+        get_dataset(recipe.pretrain_dataset).subset(recipe.train_subset, seed=recipe.subset_seed)
+        if recipe.pretrain_dataset
+        else data
+    )
     if recipe.framework == "pretrain":
         src_shape = {**shape, "num_classes": max(source.num_classes, int(source.y.max()) + 1)}
     else:
@@ -152,10 +193,20 @@ def pretrain_and_probe(recipe: Recipe, data: TensorSet, shape: dict[str, int], *
     if cached is not None:
         model.load_state_dict(cached)
     else:
-        common = dict(epochs=max(recipe.pretrain_epochs, 1), lr=lr0, seed=pseed, batch_size=recipe.batch_size,
-                      optimizer=recipe.optimizer, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
-                      schedule=recipe.schedule, warmup_epochs=0, accelerator=accelerator, precision=precision,
-                      progress=progress)
+        common = dict(
+            epochs=max(recipe.pretrain_epochs, 1),
+            lr=lr0,
+            seed=pseed,
+            batch_size=recipe.batch_size,
+            optimizer=recipe.optimizer,
+            momentum=recipe.momentum,
+            weight_decay=recipe.weight_decay,
+            schedule=recipe.schedule,
+            warmup_epochs=0,
+            accelerator=accelerator,
+            precision=precision,
+            progress=progress,
+        )
         if recipe.framework == "simclr":
             wrapper = SimCLR(model, int(_features(model.eval(), source.x[:2]).shape[1]))
             fit(wrapper, source, desc=f"{recipe.label} simclr", **common)
@@ -165,12 +216,27 @@ def pretrain_and_probe(recipe: Recipe, data: TensorSet, shape: dict[str, int], *
     # Linear probe on frozen penultimate features (standardised inside the head's weights afterwards).
     feats = _all_features(model, data.x)
     mean, std = feats.mean(0), feats.std(0) + 1e-6
-    probe_set = TensorSet(((feats - mean) / std)[:, :, None, None], data.y, f"{data.name}:features", data.classes)
+    probe_set = TensorSet(
+        ((feats - mean) / std)[:, :, None, None], data.y, f"{data.name}:features", data.classes
+    )
     torch.manual_seed(recipe.seed)
     head = nn.Sequential(nn.Flatten(), nn.Linear(feats.shape[1], shape["num_classes"]))
-    fit(head, probe_set, epochs=recipe.epochs, lr=recipe.lr, seed=recipe.seed, batch_size=recipe.batch_size,
-        optimizer=recipe.optimizer, momentum=recipe.momentum, weight_decay=0.0, schedule=recipe.schedule,
-        accelerator=accelerator, precision=precision, progress=progress, desc=f"{recipe.label} probe")
+    fit(
+        head,
+        probe_set,
+        epochs=recipe.epochs,
+        lr=recipe.lr,
+        seed=recipe.seed,
+        batch_size=recipe.batch_size,
+        optimizer=recipe.optimizer,
+        momentum=recipe.momentum,
+        weight_decay=0.0,
+        schedule=recipe.schedule,
+        accelerator=accelerator,
+        precision=precision,
+        progress=progress,
+        desc=f"{recipe.label} probe",
+    )
     lin = head[1]
     weight = lin.weight.detach() / std  # fold the standardisation into the linear layer
     bias = lin.bias.detach() - weight @ mean

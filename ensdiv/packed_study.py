@@ -267,15 +267,19 @@ def eval_set(name: str, *, subset: int = 0, base: str = "fmnist/test") -> Any:
 
 @torch.no_grad()
 def inference_throughput(model: nn.Module, input_shape: tuple[int, ...], *, batch_size: int = 256,
-                         repeats: int = 5, warmup: int = 1, min_time: float = 0.2) -> float:
+                         repeats: int = 5, warmup: int = 1, min_time: float = 0.2,
+                         inputs: Tensor | None = None) -> float:
     """Images per second of ``model`` in eval mode (median over ``repeats`` timed runs).
 
-    Each timed run repeats the forward pass until ``min_time`` seconds have passed.
+    Each timed run repeats the forward pass until ``min_time`` seconds have passed. ``inputs``
+    (default: a seeded random batch of ``batch_size``) lets several models be timed on one batch.
     """
     if repeats < 1 or batch_size < 1:
         raise EnsdivError("inference_throughput needs repeats >= 1 and batch_size >= 1.")
     model.eval()
-    x = torch.randn(batch_size, *input_shape)
+    x = inputs if inputs is not None else torch.randn(batch_size, *input_shape,
+                                                      generator=torch.Generator().manual_seed(0))
+    batch_size = x.shape[0]
     for _ in range(warmup):
         model(x)
     rates = []

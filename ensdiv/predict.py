@@ -37,7 +37,9 @@ def _resolve(dataset: str | TensorSet) -> tuple[TensorSet, str]:
         return dataset, f"{dataset.name}#{dataset_fingerprint(dataset)[:16]}"
     if isinstance(dataset, str):
         return get_dataset(dataset), dataset
-    raise EnsdivError(f"predict needs a dataset name or an ed.data.TensorSet, got a {type(dataset).__name__}.")
+    raise EnsdivError(
+        f"predict needs a dataset name or an ed.data.TensorSet, got a {type(dataset).__name__}."
+    )
 
 
 def _features_fn(model: nn.Module):
@@ -45,7 +47,9 @@ def _features_fn(model: nn.Module):
         return lambda x: model.forward_head(model.forward_features(x), pre_logits=True)
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     if not linears:
-        raise EnsdivError(f"Cannot find the penultimate features of a {type(model).__name__} (no nn.Linear head).")
+        raise EnsdivError(
+            f"Cannot find the penultimate features of a {type(model).__name__} (no nn.Linear head)."
+        )
     grabbed: list[torch.Tensor] = []
     linears[-1].register_forward_hook(lambda mod, inp, out: grabbed.append(inp[0]))
 
@@ -58,14 +62,21 @@ def _features_fn(model: nn.Module):
 
 
 @torch.no_grad()
-def run_model(model: nn.Module, data: TensorSet, *, features: bool = False, batch_size: int = 512,
-              device: str | torch.device | None = None) -> dict[str, torch.Tensor]:
+def run_model(
+    model: nn.Module,
+    data: TensorSet,
+    *,
+    features: bool = False,
+    batch_size: int = 512,
+    device: str | torch.device | None = None,
+) -> dict[str, torch.Tensor]:
     """Logits (and features) of ``model`` on ``data`` without caching; see :func:`predict`."""
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     first = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
     if first is not None and first.in_channels != data.x.shape[1]:
         raise EnsdivError(
-            f"The model takes {first.in_channels}-channel images but {data.name!r} has {data.x.shape[1]} channels."
+            f"The model takes {first.in_channels}-channel images but {data.name!r} has "
+            f"{data.x.shape[1]} channels."
         )
     was_training = model.training
     model.eval().to(device)
@@ -123,8 +134,12 @@ def predict(
         from ensdiv.train import model_cache_config, train_recipe
 
         recipe = model_or_recipe
-        cfg = {"version": PREDICT_VERSION, "model": model_cache_config(recipe), "dataset": set_key,
-               "features": bool(features)}
+        cfg = {
+            "version": PREDICT_VERSION,
+            "model": model_cache_config(recipe),
+            "dataset": set_key,
+            "features": bool(features),
+        }
 
         def compute() -> dict[str, torch.Tensor]:
             model = train_recipe(recipe, store=store)
@@ -136,11 +151,15 @@ def predict(
     elif isinstance(model_or_recipe, nn.Module):
         out = run_model(model_or_recipe, data, features=features, batch_size=batch_size)
     else:
-        raise EnsdivError(f"predict needs an nn.Module or an ed.Recipe, got a {type(model_or_recipe).__name__}.")
+        raise EnsdivError(
+            f"predict needs an nn.Module or an ed.Recipe, got a {type(model_or_recipe).__name__}."
+        )
     return (out["logits"], out["features"]) if features else out["logits"]
 
 
-def predict_many(recipes: Sequence[Recipe], dataset: str | TensorSet, *, store: Store | None = None) -> torch.Tensor:
+def predict_many(
+    recipes: Sequence[Recipe], dataset: str | TensorSet, *, store: Store | None = None
+) -> torch.Tensor:
     """Stacked logits of several recipes' models.
 
     Returns:
@@ -148,6 +167,8 @@ def predict_many(recipes: Sequence[Recipe], dataset: str | TensorSet, *, store: 
     """
     from tqdm.auto import tqdm
 
-    outs = [predict(r, dataset, store=store) for r in tqdm(list(recipes), desc="models", leave=False,
-                                                           disable=len(recipes) < 2)]
+    outs = [
+        predict(r, dataset, store=store)
+        for r in tqdm(list(recipes), desc="models", leave=False, disable=len(recipes) < 2)
+    ]
     return torch.stack(outs)

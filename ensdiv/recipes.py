@@ -111,8 +111,13 @@ class Recipe:
                     f"Recipe field {f.name!r} must be {_type_name(hints[f.name])}, got the "
                     f"{type(value).__name__} {value!r}."
                 )
-        for key, valid in (("scale", ("smoke", "cpu", "paper")), ("optimizer", OPTIMIZERS), ("schedule", SCHEDULES), ("framework", FRAMEWORKS),
-                           ("distill", ("soft", "hard"))):
+        for key, valid in (
+            ("scale", ("smoke", "cpu", "paper")),
+            ("optimizer", OPTIMIZERS),
+            ("schedule", SCHEDULES),
+            ("framework", FRAMEWORKS),
+            ("distill", ("soft", "hard")),
+        ):
             if getattr(self, key) not in valid:
                 raise unknown_name(f"Recipe {key}", getattr(self, key), valid)
         for part in self.augment.split("+"):
@@ -122,9 +127,13 @@ class Recipe:
             if getattr(self, key) < (1 if key in ("epochs", "batch_size") else 0):
                 raise EnsdivError(f"Recipe field {key!r} must be positive, got {getattr(self, key)}.")
         if self.framework == "distill" and self.teacher is None:
-            raise EnsdivError("A distill recipe needs a teacher recipe: Recipe(framework='distill', teacher=...).")
+            raise EnsdivError(
+                "A distill recipe needs a teacher recipe: Recipe(framework='distill', teacher=...)."
+            )
         if self.framework == "pretrain" and not self.pretrain_dataset:
-            raise EnsdivError("A pretrain recipe needs pretrain_dataset (e.g. 'pretrain/shapes') and pretrain_epochs.")
+            raise EnsdivError(
+                "A pretrain recipe needs pretrain_dataset (e.g. 'pretrain/shapes') and pretrain_epochs."
+            )
 
     # ---- conversion -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Pre-training data sources other than Fashion-MNIST, available offline (training-methods' "dataset" category).
+"""Offline pre-training sources other than Fashion-MNIST (training-methods' "dataset" category).
 
 training-methods compares models pre-trained on different *data sources* (ImageNet, JFT, web
 image-text pairs...). At ``cpu`` scale we need sources that (a) are on every machine without a
@@ -35,8 +35,13 @@ def load_digits28() -> TensorSet:
     d = load_digits()
     x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0
     x = F.pad(F.interpolate(x, size=(20, 20), mode="bilinear", align_corners=False).clamp(0, 1), (4, 4, 4, 4))
-    return TensorSet(x, torch.tensor(d.target, dtype=torch.int64), "pretrain/digits", [str(i) for i in range(10)],
-                     "scikit-learn UCI handwritten digits (labelled), 8x8 upsampled to 20x20, padded to 28x28")
+    return TensorSet(
+        x,
+        torch.tensor(d.target, dtype=torch.int64),
+        "pretrain/digits",
+        [str(i) for i in range(10)],
+        "scikit-learn UCI handwritten digits (labelled), 8x8 upsampled to 20x20, padded to 28x28",
+    )
 
 
 def make_shapes(n: int = 12000, *, seed: int = 0, size: int = 28) -> TensorSet:
@@ -71,7 +76,9 @@ def make_shapes(n: int = 12000, *, seed: int = 0, size: int = 28) -> TensorSet:
     contrast = 0.5 + 0.5 * torch.rand(n, 1, 1, generator=g)
     noise = 0.08 * torch.randn(n, size, size, generator=g)
     x = (img * contrast + noise).clamp(0, 1).unsqueeze(1)
-    return TensorSet(x, y, "pretrain/shapes", list(SHAPE_CLASSES), "procedural shapes (10 classes, fixed seed)")
+    return TensorSet(
+        x, y, "pretrain/shapes", list(SHAPE_CLASSES), "procedural shapes (10 classes, fixed seed)"
+    )
 
 
 @lru_cache(maxsize=1)
@@ -83,6 +90,10 @@ def _pretrain_source(name: str) -> TensorSet:
     return _shapes() if name == "shapes" else load_digits28()
 
 
-register_family("pretrain", _pretrain_source, names=lambda: ["pretrain/shapes", "pretrain/digits"],
-                description="labelled pre-training sources other than Fashion-MNIST: procedural shapes (12,000) "
-                "and scikit-learn digits (1,797), 28x28 grey, 10 classes each")
+register_family(
+    "pretrain",
+    _pretrain_source,
+    names=lambda: ["pretrain/shapes", "pretrain/digits"],
+    description="labelled pre-training sources other than Fashion-MNIST: procedural shapes (12,000) "
+    "and scikit-learn digits (1,797), 28x28 grey, 10 classes each",
+)

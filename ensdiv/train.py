@@ -19,103 +19,34 @@ MIMO, ...) gets that called instead of cross-entropy.
 
 from __future__ import annotations
 
-import math
 import os
-import random
 import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from ensdiv.augment import BatchAugment
 from ensdiv.data.registry import TensorSet
+from ensdiv.engine import LossFn, derive_seed, lr_factor, make_fabric, make_optimizer, seed_everything
 from ensdiv.errors import EnsdivError
 from ensdiv.recipes import Recipe
 from ensdiv.store import Store
 
-__all__ = ["fit", "train_recipe", "build_model", "load_training_set", "model_cache_config", "make_fabric", "make_optimizer", "lr_factor", "derive_seed", "seed_everything"]
-
-LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
-_FABRICS: dict[tuple, Any] = {}
-
-
-def derive_seed(*parts: int) -> int:
-    """A 31-bit seed mixed from integers (stable across runs and platforms)."""
-    h = 0x9E3779B1
-    for p in parts:
-        h = (h * 1_000_003 ^ (int(p) & 0xFFFFFFFF)) & 0xFFFFFFFFFFFF
-    return h % (2**31 - 1)
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python's, numpy's and torch's global generators (dropout, timm mixup/erasing)."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def make_fabric(accelerator: str = "auto", precision: str | None = None) -> Any:
-    """A launched ``lightning.fabric.Fabric`` (reused per process): DDP when started by torchrun.
-
-    Args:
-        accelerator: ``"auto"`` (GPU when available), ``"cpu"`` or ``"cuda"``.
-        precision: Fabric precision; default ``"bf16-mixed"`` on GPU, ``"32-true"`` on CPU.
-    """
-    from lightning.fabric import Fabric
-
-    if accelerator == "auto":
-        accelerator = "cuda" if torch.cuda.is_available() else "cpu"
-    if precision is None:
-        precision = "bf16-mixed" if accelerator == "cuda" else "32-true"
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    key = (accelerator, precision, world)
-    if key not in _FABRICS:
-        if world > 1:
-            devices = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-            nodes = max(world // devices, 1)
-            fabric = Fabric(accelerator=accelerator, devices=devices, num_nodes=nodes, strategy="ddp",
-                            precision=precision)
-        else:
-            fabric = Fabric(accelerator=accelerator, devices=1, precision=precision)
-        fabric.launch()
-        _FABRICS[key] = fabric
-    return _FABRICS[key]
-
-
-def make_optimizer(model: nn.Module, name: str, *, lr: float, weight_decay: float, momentum: float = 0.9):
-    """SGD (heavy-ball), AdamW, RMSprop or AdaBelief from :func:`timm.optim.create_optimizer_v2`.
-
-    Weight decay is not applied to biases and normalisation parameters (timm's default).
-    """
-    from timm.optim import create_optimizer_v2
-
-    opt = {"sgd": "momentum", "adamw": "adamw", "rmsprop": "rmsprop", "adabelief": "adabelief"}.get(name)
-    if opt is None:
-        from ensdiv.errors import unknown_name
-
-        raise unknown_name("optimizer", name, ["sgd", "adamw", "rmsprop", "adabelief"])
-    kwargs: dict[str, Any] = {"momentum": momentum} if name in ("sgd", "rmsprop") else {}
-    return create_optimizer_v2(model, opt=opt, lr=lr, weight_decay=weight_decay, **kwargs)
-
-
-def lr_factor(progress: float, *, schedule: str, warmup: float = 0.0) -> float:
-    """Multiplier of the peak learning rate at ``progress`` in [0, 1] of training.
-
-    ``cosine``: ``0.5 (1 + cos(pi t))``; ``step``: 0.1 after 50% and 0.01 after 75%; ``constant``: 1;
-    all after a linear warm-up over the first ``warmup`` fraction.
-    """
-    if warmup > 0 and progress < warmup:
-        return (progress + 1e-8) / warmup
-    t = (progress - warmup) / max(1.0 - warmup, 1e-8)
-    if schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * min(max(t, 0.0), 1.0)))
-    if schedule == "step":
-        return 0.1 ** ((t >= 0.5) + (t >= 0.75))
-    return 1.0
+__all__ = [
+    "fit",
+    "train_recipe",
+    "build_model",
+    "load_training_set",
+    "model_cache_config",
+    "make_fabric",
+    "make_optimizer",
+    "lr_factor",
+    "derive_seed",
+    "seed_everything",
+]
 
 
 def _default_loss(aug: BatchAugment, label_smoothing: float) -> LossFn:
@@ -170,7 +101,8 @@ def fit(
             creating the model, as :func:`ensdiv.train_recipe` does).
         batch_size: global batch size (split over DDP ranks; the last incomplete batch is dropped).
         optimizer: ``sgd``, ``adamw``, ``rmsprop`` or ``adabelief``.
-        momentum, weight_decay, schedule, warmup_epochs, label_smoothing, augment: as in :class:`~ensdiv.Recipe`.
+        momentum, weight_decay, schedule, warmup_epochs, label_smoothing, augment: as in
+            :class:`~ensdiv.Recipe`.
         loss_fn: ``loss_fn(model, x, target) -> loss`` replacing the default (cross-entropy, or the
             model's ``training_loss``).
         accelerator, precision: see :func:`make_fabric`.
@@ -190,6 +122,7 @@ def fit(
     n = len(train_set)
     if n == 0:
         raise EnsdivError(f"Cannot train on the empty dataset {train_set.name!r}.")
+    _check_shapes(model, train_set)
     fabric = make_fabric(accelerator, precision)
     world, rank = fabric.world_size, fabric.global_rank
     if batch_size % world:
@@ -205,13 +138,23 @@ def fit(
         opt.load_state_dict(resume["optimizer"])
         start = int(resume["epoch"])
     wrapped, opt = fabric.setup(base, opt)
+    for state in opt.state.values():  # resumed optimiser state follows the parameters' device
+        for k, v in state.items():
+            if isinstance(v, torch.Tensor):
+                state[k] = v.to(fabric.device)
     if hasattr(base, "training_loss") and hasattr(wrapped, "mark_forward_method"):
         wrapped.mark_forward_method("training_loss")
     gb = min(batch_size, n - n % world) if n >= world else n
     steps = max(n // gb, 1)
     total = epochs * steps
-    bar = tqdm(total=total, initial=start * steps, desc=desc or type(base).__name__, leave=False,
-               disable=not progress or rank != 0, mininterval=1.0)
+    bar = tqdm(
+        total=total,
+        initial=start * steps,
+        desc=desc or type(base).__name__,
+        leave=False,
+        disable=not progress or rank != 0,
+        mininterval=1.0,
+    )
     x_all, y_all = train_set.x, train_set.y
     done = 0
     for epoch in range(start, epochs):
@@ -225,13 +168,15 @@ def fit(
             x, y = aug(x_all[idx], y_all[idx], gen)
             x, y = x.to(fabric.device, non_blocking=True), y.to(fabric.device, non_blocking=True)
             for group in opt.param_groups:
-                group["lr"] = lr * lr_factor((epoch * steps + step) / total, schedule=schedule,
-                                             warmup=warmup_epochs / epochs)
+                group["lr"] = lr * lr_factor(
+                    (epoch * steps + step) / total, schedule=schedule, warmup=warmup_epochs / epochs
+                )
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(wrapped, x, y)
             if not torch.isfinite(loss):
                 raise EnsdivError(
-                    f"Training diverged (loss {loss.item()}) at epoch {epoch + 1}; lower the learning rate {lr}."
+                    f"Training diverged (loss {loss.item()}) at epoch {epoch + 1}; "
+                    f"lower the learning rate {lr}."
                 )
             fabric.backward(loss)
             opt.step()
@@ -240,14 +185,50 @@ def fit(
             if step % 20 == 0:
                 bar.set_postfix(epoch=epoch + 1, loss=f"{running / (step + 1):.3f}", refresh=False)
         if on_epoch_end is not None:
-            on_epoch_end(epoch + 1, {"epoch": epoch + 1, "model": _cpu_state(base), "optimizer": opt.state_dict(),
-                                     "loss": running / steps})
+            on_epoch_end(
+                epoch + 1,
+                {
+                    "epoch": epoch + 1,
+                    "model": _cpu_state(base),
+                    "optimizer": opt.state_dict(),
+                    "loss": running / steps,
+                },
+            )
         done += 1
         if stop_after is not None and done >= stop_after and epoch + 1 < epochs:
             break
     bar.close()
     base.to("cpu").eval()
     return base
+
+
+@torch.no_grad()
+def _check_shapes(model: nn.Module, data: TensorSet) -> None:
+    """One-sentence errors for a model whose input channels or classes do not fit ``data``."""
+    first = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
+    if first is not None and first.in_channels != data.x.shape[1]:
+        raise EnsdivError(
+            f"The model takes {first.in_channels}-channel images but {data.name!r} has {data.x.shape[1]} "
+            f"channels; create it with in_chans={data.x.shape[1]}."
+        )
+    was_training = model.training
+    model.eval()
+    try:
+        out = model(data.x[:2])
+    except RuntimeError as exc:
+        raise EnsdivError(
+            f"The model cannot take {data.name!r} images shaped {tuple(data.x.shape[1:])} ({exc}); "
+            "create it with matching in_chans and img_size."
+        ) from None
+    finally:
+        model.train(was_training)
+    out = out[0] if isinstance(out, tuple | list) else out
+    n_cls = int(data.y.max()) + 1
+    if out.shape[-1] < n_cls:
+        raise EnsdivError(
+            f"The model outputs {out.shape[-1]} classes but {data.name!r} has labels up to {n_cls - 1}; "
+            f"create it with num_classes={n_cls}."
+        )
 
 
 def _cpu_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -294,8 +275,15 @@ def build_model(recipe: Recipe, *, num_classes: int, in_chans: int, img_size: in
     if recipe.dropout > 0:
         kwargs["drop_rate"] = recipe.dropout
     torch.manual_seed(derive_seed(recipe.seed, 7))
-    return create_model(recipe.model, num_classes=num_classes, in_chans=in_chans, img_size=img_size,
-                        scale=recipe.scale, pretrained=recipe.pretrained, **kwargs)
+    return create_model(
+        recipe.model,
+        num_classes=num_classes,
+        in_chans=in_chans,
+        img_size=img_size,
+        scale=recipe.scale,
+        pretrained=recipe.pretrained,
+        **kwargs,
+    )
 
 
 def train_recipe(
@@ -335,22 +323,31 @@ def train_recipe(
         model.ensdiv_meta = dict(payload["meta"])
         return model.eval()
     data = load_training_set(recipe)
-    shape = {"num_classes": max(data.num_classes, int(data.y.max()) + 1), "in_chans": int(data.x.shape[1]),
-             "img_size": int(data.x.shape[-1])}
+    shape = {
+        "num_classes": max(data.num_classes, int(data.y.max()) + 1),
+        "in_chans": int(data.x.shape[1]),
+        "img_size": int(data.x.shape[-1]),
+    }
     t0 = time.perf_counter()
     if recipe.framework in ("simclr", "pretrain"):
         from ensdiv.frameworks import pretrain_and_probe
 
-        model = pretrain_and_probe(recipe, data, shape, store=store, progress=progress, accelerator=accelerator,
-                                   precision=precision)
+        model = pretrain_and_probe(
+            recipe, data, shape, store=store, progress=progress, accelerator=accelerator, precision=precision
+        )
     else:
         model = build_model(recipe, **shape)
         loss_fn = None
         if recipe.framework == "distill":
             from ensdiv.frameworks import distillation_loss
 
-            teacher = train_recipe(Recipe.from_dict(recipe.teacher), store=store, progress=progress,
-                                   accelerator=accelerator, precision=precision)
+            teacher = train_recipe(
+                Recipe.from_dict(recipe.teacher),
+                store=store,
+                progress=progress,
+                accelerator=accelerator,
+                precision=precision,
+            )
             loss_fn = distillation_loss(teacher, recipe)
         ckpt = lambda e: {**cfg, "epoch": e}  # noqa: E731
         resume = None
@@ -366,17 +363,38 @@ def train_recipe(
                 if epoch > 1:  # keep only the last finished epoch
                     store.path("checkpoint", config_key(ckpt(epoch - 1))).unlink(missing_ok=True)
 
-        fit(model, data, epochs=recipe.epochs, lr=recipe.lr, seed=recipe.seed, batch_size=recipe.batch_size,
-            optimizer=recipe.optimizer, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
-            schedule=recipe.schedule, warmup_epochs=recipe.warmup_epochs, label_smoothing=recipe.label_smoothing,
-            augment=recipe.augment, loss_fn=loss_fn, accelerator=accelerator, precision=precision,
-            progress=progress, desc=recipe.label, resume=resume, on_epoch_end=save_ckpt, stop_after=stop_after)
+        fit(
+            model,
+            data,
+            epochs=recipe.epochs,
+            lr=recipe.lr,
+            seed=recipe.seed,
+            batch_size=recipe.batch_size,
+            optimizer=recipe.optimizer,
+            momentum=recipe.momentum,
+            weight_decay=recipe.weight_decay,
+            schedule=recipe.schedule,
+            warmup_epochs=recipe.warmup_epochs,
+            label_smoothing=recipe.label_smoothing,
+            augment=recipe.augment,
+            loss_fn=loss_fn,
+            accelerator=accelerator,
+            precision=precision,
+            progress=progress,
+            desc=recipe.label,
+            resume=resume,
+            on_epoch_end=save_ckpt,
+            stop_after=stop_after,
+        )
         if stop_after is not None and (resume["epoch"] if resume else 0) + stop_after < recipe.epochs:
             return model
         if rank == 0:
             store.path("checkpoint", config_key(ckpt(recipe.epochs - 1))).unlink(missing_ok=True)
-    meta = {"train_time_s": time.perf_counter() - t0, "num_params": sum(p.numel() for p in model.parameters()),
-            "train_size": len(data)}
+    meta = {
+        "train_time_s": time.perf_counter() - t0,
+        "num_params": sum(p.numel() for p in model.parameters()),
+        "train_size": len(data),
+    }
     if int(os.environ.get("RANK", "0")) == 0:
         store.save("model", cfg, {"state_dict": _cpu_state(model), "shape": shape, "meta": meta})
     model.ensdiv_meta = meta

@@ -12,8 +12,8 @@ DeiT, DINO models). The base model of the comparisons is ``arch/resnet``.
 cost) and caches test-set predictions; ``zoo_list(scale)`` reports what is cached.
 
 cpu scale choices (the goal is the whole zoo in <= 25 min on 2 uncontended cores): every model sees
-a fixed 8,000-image subset of Fashion-MNIST train for 4 epochs (32k images), architectures are sized
-to 0.2-5 M mult-adds per image (:mod:`ensdiv.models.zoo_cpu`), convnets use SGD (lr 0.05, cosine,
+a fixed 10,000-image subset of Fashion-MNIST train for 4 epochs (40k images, batch 64); architectures
+are sized to 0.2-5 M mult-adds per image (:mod:`ensdiv.models.zoo_cpu`), convnets use SGD (lr 0.05, cosine,
 horizontal flips), transformers/mixers AdamW (lr 2e-3, wd 0.05, one warm-up epoch).
 """
 
@@ -33,8 +33,23 @@ __all__ = ["ZOO", "EVAL_SET", "zoo_recipes", "zoo_build", "zoo_list", "estimate_
 
 _ADAMW = {"optimizer": "adamw", "lr": 2e-3, "weight_decay": 0.05, "warmup_epochs": 1}
 _ADAMW_ARCHS = {"vit", "deit", "swin", "mixer", "convnext", "convmixer"}
-ARCHS = ["mlp", "small_cnn", "squeezenet", "resnet", "resnext", "densenet", "mobilenetv3", "efficientnet",
-         "mnasnet", "convnext", "convmixer", "vit", "deit", "swin", "mixer"]
+ARCHS = [
+    "mlp",
+    "small_cnn",
+    "squeezenet",
+    "resnet",
+    "resnext",
+    "densenet",
+    "mobilenetv3",
+    "efficientnet",
+    "mnasnet",
+    "convnext",
+    "convmixer",
+    "vit",
+    "deit",
+    "swin",
+    "mixer",
+]
 EVAL_SET = {"smoke": "fmnist/test", "cpu": "fmnist/test", "paper": "imagenet/val"}
 
 
@@ -52,40 +67,57 @@ def _build_zoo(base: Recipe, prefix: str = "") -> dict[str, Recipe]:
     for s in (1, 2, 3):
         zoo[f"reinit/resnet-s{s}"] = res.replace(seed=s)
     hp = {
-        "lr0.01": {"lr": 0.01}, "lr0.2": {"lr": 0.2}, "wd0": {"weight_decay": 0.0}, "wd5e-3": {"weight_decay": 5e-3},
-        "dropout0.3": {"dropout": 0.3}, "ls0.1": {"label_smoothing": 0.1}, "adamw": {"optimizer": "adamw", "lr": 2e-3,
-                                                                                     "weight_decay": 0.05},
-        "mixup": {"augment": "flip+mixup"}, "flipcrop": {"augment": "flipcrop"},
+        "lr0.01": {"lr": 0.01},
+        "lr0.2": {"lr": 0.2},
+        "wd0": {"weight_decay": 0.0},
+        "wd5e-3": {"weight_decay": 5e-3},
+        "dropout0.3": {"dropout": 0.3},
+        "ls0.1": {"label_smoothing": 0.1},
+        "adamw": {"optimizer": "adamw", "lr": 2e-3, "weight_decay": 0.05},
+        "mixup": {"augment": "flip+mixup"},
+        "flipcrop": {"augment": "flipcrop"},
     }
     for k, v in hp.items():
         zoo[f"hparam/resnet-{k}"] = res.replace(**v)
-    zoo["framework/resnet-simclr"] = res.replace(framework="simclr", pretrain_epochs=base.epochs, pretrain_lr=0.1,
-                                                 augment="none", lr=0.1)
+    zoo["framework/resnet-simclr"] = res.replace(
+        framework="simclr", pretrain_epochs=base.epochs, pretrain_lr=0.1, augment="none", lr=0.1
+    )
     zoo["framework/resnet-distill"] = res.replace(framework="distill", teacher=zoo["arch/convnext"], seed=4)
-    zoo["framework/deit-distill-hard"] = zoo["arch/deit"].replace(framework="distill", distill="hard",
-                                                                  teacher=res, seed=4)
+    zoo["framework/deit-distill-hard"] = zoo["arch/deit"].replace(
+        framework="distill", distill="hard", teacher=res, seed=4
+    )
     for src in ("shapes", "digits"):
-        zoo[f"dataset/resnet-{src}"] = res.replace(framework="pretrain", pretrain_dataset=f"pretrain/{src}",
-                                                   pretrain_epochs=base.epochs * (1 if src == "shapes" else 3), lr=0.1)
+        zoo[f"dataset/resnet-{src}"] = res.replace(
+            framework="pretrain",
+            pretrain_dataset=f"pretrain/{src}",
+            pretrain_epochs=base.epochs * (1 if src == "shapes" else 3),
+            lr=0.1,
+        )
     # design-diversity Table i analogues (names follow the paper's ids)
     rx = zoo["arch/resnext"]
     dd = {
-        "ResNext50_32_2": rx.replace(model_kwargs={"cardinality": 8, "base_width": 4, "layers": [1, 1, 2, 1]},
-                                     dropout=0.2),
+        "ResNext50_32_2": rx.replace(
+            model_kwargs={"cardinality": 8, "base_width": 4, "layers": [1, 1, 2, 1]}, dropout=0.2
+        ),
         "ResNext50_32_4l": rx.replace(model_kwargs={"cardinality": 8, "base_width": 8}, dropout=0.2, seed=1),
-        "ResNext50_16_4": rx.replace(model_kwargs={"cardinality": 4, "base_width": 8, "layers": [1, 1, 2, 1]},
-                                     dropout=0.2, seed=2),
+        "ResNext50_16_4": rx.replace(
+            model_kwargs={"cardinality": 4, "base_width": 8, "layers": [1, 1, 2, 1]}, dropout=0.2, seed=2
+        ),
         "MNASNET_1": zoo["arch/mnasnet"].replace(dropout=0.2),
-        "MNASNET_1p": zoo["arch/mnasnet"].replace(dropout=0.2, optimizer="rmsprop", lr=0.005, schedule="step"),
+        "MNASNET_1p": zoo["arch/mnasnet"].replace(
+            dropout=0.2, optimizer="rmsprop", lr=0.005, schedule="step"
+        ),
         "Squeezenet_512": zoo["arch/squeezenet"].replace(batch_size=512, lr=0.08),
         "Squeezenet": zoo["arch/squeezenet"],
         "bootstrapNAS-B_0": res.replace(model_kwargs={"channels": [16, 32, 48, 96]}, seed=5),
         "bootstrapNAS-B_1": res.replace(model_kwargs={"channels": [16, 24, 64, 96]}, seed=6),
         "deit_tiny_p16_224": zoo["arch/deit"].replace(seed=1),
-        "dino_deit_tiny1": zoo["arch/deit"].replace(framework="simclr", pretrain_epochs=base.epochs, seed=0,
-                                                    pretrain_seed=0, augment="none"),
-        "dino_deit_tiny2": zoo["arch/deit"].replace(framework="simclr", pretrain_epochs=base.epochs, seed=7,
-                                                    pretrain_seed=7, augment="none"),
+        "dino_deit_tiny1": zoo["arch/deit"].replace(
+            framework="simclr", pretrain_epochs=base.epochs, seed=0, pretrain_seed=0, augment="none"
+        ),
+        "dino_deit_tiny2": zoo["arch/deit"].replace(
+            framework="simclr", pretrain_epochs=base.epochs, seed=7, pretrain_seed=7, augment="none"
+        ),
         "dino_resnet1": zoo["framework/resnet-simclr"].replace(seed=5, pretrain_seed=7),
         "dino_resnet2": zoo["framework/resnet-simclr"].replace(seed=15, pretrain_seed=7),
     }
@@ -96,16 +128,40 @@ def _build_zoo(base: Recipe, prefix: str = "") -> dict[str, Recipe]:
     return {k: v.replace(name=k) for k, v in zoo.items()}
 
 
-_CPU_BASE = Recipe(model="resnet", epochs=4, batch_size=128, lr=0.05, optimizer="sgd", weight_decay=5e-4,
-                   schedule="cosine", augment="flip", train_subset=8000)
+_CPU_BASE = Recipe(
+    model="resnet",
+    epochs=4,
+    batch_size=64,
+    lr=0.05,
+    optimizer="sgd",
+    weight_decay=5e-4,
+    schedule="cosine",
+    augment="flip",
+    train_subset=10000,
+)
 _SMOKE_BASE = _CPU_BASE.replace(epochs=1, train_subset=256, batch_size=64)
-# Paper scale: design-diversity Table i / training-methods' ImageNet ResNet-50 setting (SGD 0.1, step, 90-100 epochs).
-_PAPER_BASE = Recipe(model="resnet", scale="paper", dataset="imagenet/train", epochs=100, batch_size=256, lr=0.1,
-                     optimizer="sgd", weight_decay=1e-4, schedule="step", augment="flipcrop")
+# Paper scale: design-diversity Table i / training-methods' ImageNet ResNet-50 setting
+# (SGD 0.1, step schedule, 90-100 epochs).
+_PAPER_BASE = Recipe(
+    model="resnet",
+    scale="paper",
+    dataset="imagenet/train",
+    epochs=100,
+    batch_size=256,
+    lr=0.1,
+    optimizer="sgd",
+    weight_decay=1e-4,
+    schedule="step",
+    augment="flipcrop",
+)
 
 ZOO: dict[str, dict[str, Recipe]] = {
-    "smoke": {k: v for k, v in _build_zoo(_SMOKE_BASE, prefix="test_").items()
-              if k.startswith(("arch/", "framework/", "dataset/")) or k in ("reinit/resnet-s1", "hparam/resnet-mixup")},
+    "smoke": {
+        k: v
+        for k, v in _build_zoo(_SMOKE_BASE, prefix="test_").items()
+        if k.startswith(("arch/", "framework/", "dataset/"))
+        or k in ("reinit/resnet-s1", "hparam/resnet-mixup")
+    },
     "cpu": _build_zoo(_CPU_BASE),
     "paper": {k: v.replace(model_kwargs={}) for k, v in _build_zoo(_PAPER_BASE).items()},
 }
@@ -148,8 +204,14 @@ def estimate_seconds(recipes: dict[str, Recipe], images_per_second: dict[str, fl
     return total
 
 
-def zoo_build(scale: str = "cpu", only: str | list[str] | None = None, *, store: Store | None = None,
-              progress: bool = True, threads: int | None = None) -> list[dict[str, Any]]:
+def zoo_build(
+    scale: str = "cpu",
+    only: str | list[str] | None = None,
+    *,
+    store: Store | None = None,
+    progress: bool = True,
+    threads: int | None = None,
+) -> list[dict[str, Any]]:
     """Train (or load) every recipe of the zoo at ``scale`` and cache its test-set predictions.
 
     Args:
@@ -172,7 +234,9 @@ def zoo_build(scale: str = "cpu", only: str | list[str] | None = None, *, store:
     if threads:
         torch.set_num_threads(threads)
     costs = {k: _images_seen(r) for k, r in recipes.items()}
-    bar = tqdm(total=sum(costs.values()), desc=f"zoo {scale}", unit="img", unit_scale=True, disable=not progress)
+    bar = tqdm(
+        total=sum(costs.values()), desc=f"zoo {scale}", unit="img", unit_scale=True, disable=not progress
+    )
     for key, r in recipes.items():
         bar.set_postfix_str(key)
         t0 = time.perf_counter()
@@ -186,7 +250,7 @@ def zoo_build(scale: str = "cpu", only: str | list[str] | None = None, *, store:
 
 
 def zoo_list(scale: str = "cpu", *, store: Store | None = None, only: str | list[str] | None = None):
-    """What of the zoo is cached: key, category, model, trained?, test accuracy, parameters, size, training time.
+    """What of the zoo is cached: key, category, model, trained?, test accuracy, params, size, training time.
 
     Returns:
         A pandas DataFrame, one row per recipe (nothing is trained).
@@ -204,13 +268,24 @@ def zoo_list(scale: str = "cpu", *, store: Store | None = None, only: str | list
     for key, r in recipes.items():
         mcfg = model_cache_config(r)
         path = store.path("model", config_key(mcfg))
-        row: dict[str, Any] = {"key": key, "category": category_of(key), "model": r.model, "trained": path.exists(),
-                               "test_acc": None, "params": None, "size_mb": None, "train_time_s": None}
+        row: dict[str, Any] = {
+            "key": key,
+            "category": category_of(key),
+            "model": r.model,
+            "trained": path.exists(),
+            "test_acc": None,
+            "params": None,
+            "size_mb": None,
+            "train_time_s": None,
+        }
         if path.exists():
             payload = store.load("model", mcfg)
             if payload is not None:
-                row.update(params=int(payload["meta"]["num_params"]), size_mb=path.stat().st_size / 2**20,
-                           train_time_s=float(payload["meta"]["train_time_s"]))
+                row.update(
+                    params=int(payload["meta"]["num_params"]),
+                    size_mb=path.stat().st_size / 2**20,
+                    train_time_s=float(payload["meta"]["train_time_s"]),
+                )
         pcfg = {"version": PREDICT_VERSION, "model": mcfg, "dataset": EVAL_SET[scale], "features": False}
         if store.path("predictions", config_key(pcfg)).exists():
             out = store.load("predictions", pcfg)

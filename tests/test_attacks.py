@@ -139,3 +139,15 @@ def test_bad_input_one_sentence():
         pgd(model, x, y, norm="l7")
     with pytest.raises(UnknownNameError, match="attack"):
         run_attack("cw", model, x, y)
+
+
+def test_pretrained_timm_model_uses_its_own_input_pipeline():
+    import timm
+
+    model = timm.create_model("resnet18", pretrained=False, num_classes=3)
+    assert input_spec(model) == InputSpec()  # trained by ensdiv on raw pixels: identity
+    model.ensdiv_pretrained = True  # weights trained on normalised ImageNet inputs
+    spec = input_spec(model)
+    cfg = model.pretrained_cfg
+    assert spec.size == cfg["input_size"][-1]
+    assert spec.mean == tuple(cfg["mean"]) and spec.std == tuple(cfg["std"])

@@ -22,9 +22,17 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
-    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-                       "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                       "NODE_RANK": "0"})
+    os.environ.update(
+        {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(world),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "NODE_RANK": "0",
+        }
+    )
     torch.set_num_threads(1)
     from ensdiv.data.registry import TensorSet
     from ensdiv.models import create_model
@@ -36,13 +44,25 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
     data = TensorSet(torch.rand(64, 1, 8, 8, generator=g), torch.arange(64) % 3, "toy", ["a", "b", "c"])
     torch.manual_seed(rank)  # different init per rank: DDP must broadcast rank 0's weights
     model = create_model("test_cnn", num_classes=3, img_size=8)
-    fit(model, data, epochs=2, lr=0.1, seed=0, batch_size=16, augment="flip", progress=False, accelerator="cpu")
+    fit(
+        model,
+        data,
+        epochs=2,
+        lr=0.1,
+        seed=0,
+        batch_size=16,
+        augment="flip",
+        progress=False,
+        accelerator="cpu",
+    )
     torch.save(model.state_dict(), os.path.join(out_dir, f"rank{rank}.pt"))
 
 
 @pytest.mark.slow
 def test_two_process_ddp_gives_identical_weights(tmp_path):
-    mp.start_processes(_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True, start_method="spawn")
+    mp.start_processes(
+        _worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True, start_method="spawn"
+    )
     a = torch.load(tmp_path / "rank0.pt", weights_only=True)
     b = torch.load(tmp_path / "rank1.pt", weights_only=True)
     assert a.keys() == b.keys()

@@ -86,3 +86,15 @@ def test_sweep_explicit_combinations_and_errors():
         ensemble_sweep(z, y, combinations=torch.tensor([[0, 9]]))
     single = ensemble_sweep(z, y, size=1)
     assert single["improvement"].abs().max() == 0.0 and single["disagreement"].isna().all()
+
+
+@pytest.mark.parametrize("c", [3, 70])  # both score layouts (classes-first for C <= 64)
+def test_sweep_layouts_and_exact_ties(c):
+    z, y = zoo(m=4, n=50, c=c, seed=3)
+    z[:, :10, 1] = z[:, :10, 0]  # exact ties between classes 0 and 1 on 10 samples: argmax picks 0
+    y[:10] = 1
+    for how in ("mean_logits", "median"):
+        df = ensemble_sweep(z, y, size=2, how=how)
+        for row in df.itertuples():
+            want = float((combine(z[list(row.members)], how).argmax(-1) == y).double().mean())
+            assert row.accuracy == pytest.approx(want)

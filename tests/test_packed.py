@@ -8,13 +8,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ensdiv.errors import EnsdivError
-from ensdiv.models.packed import packed_resnet
+from ensdiv.models.packed import pack_members, packed_resnet
 from ensdiv.packed import (
     PackedConv2d,
     PackedLinear,
     count_mult_adds,
     count_params,
-    pack_members,
     packed_channels,
     packed_mask,
     packed_param_count,

@@ -16,8 +16,12 @@ from ensdiv.store import Store
 
 def _set(n=40, c=1, size=28, classes=10) -> TensorSet:
     g = torch.Generator().manual_seed(0)
-    return TensorSet(torch.rand(n, c, size, size, generator=g), torch.arange(n) % classes, "rand",
-                     [str(i) for i in range(classes)])
+    return TensorSet(
+        torch.rand(n, c, size, size, generator=g),
+        torch.arange(n) % classes,
+        "rand",
+        [str(i) for i in range(classes)],
+    )
 
 
 def test_predict_module_matches_forward_and_features_feed_the_head():

@@ -18,6 +18,9 @@ machine. The batch is processed in fixed chunks of 256 images, each with a gener
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 
 from ensdiv.data.corruptions_c import C_CORRUPTIONS, C_FUNCTIONS, C_PARAMS
@@ -37,6 +40,18 @@ CBAR_ALIASES = {
 #: The four ImageNet-C̄ corruptions and strengths of design-diversity (Sec. 4.1, Figure 4).
 PAPER_CBAR = {"lines": 1.6, "plasma_noise": 4.0, "checkerboard_cutout": 4.0, "water_drop": 7.0}
 _CHUNK = 256  # images per generator; also bounds the memory of the (N, lines, H, W)-style temporaries
+
+
+@contextmanager
+def _threads(n: int | None) -> Iterator[None]:
+    """Temporarily run torch's CPU ops on ``n`` threads (``None``: leave as is)."""
+    old = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 def list_corruptions(family: str = "all") -> list[str]:
@@ -72,13 +87,17 @@ def _check_images(images: torch.Tensor) -> torch.Tensor:
         raise EnsdivError(f"corrupt expects a torch.Tensor of images, got {type(images).__name__}.")
     if not images.is_floating_point():
         raise EnsdivError(
-            f"corrupt expects float images in [0, 1], got dtype {images.dtype}; convert with images.float() / 255."
+            f"corrupt expects float images in [0, 1], got dtype {images.dtype}; "
+            "convert with images.float() / 255."
         )
     if images.ndim not in (3, 4) or images.shape[-1] < 2 or images.shape[-2] < 2:
-        raise EnsdivError(f"corrupt expects images shaped (N, C, H, W) or (C, H, W), got {tuple(images.shape)}.")
+        raise EnsdivError(
+            f"corrupt expects images shaped (N, C, H, W) or (C, H, W), got {tuple(images.shape)}."
+        )
     if images.numel() and (images.min() < -1e-4 or images.max() > 1 + 1e-4):
         raise EnsdivError(
-            f"corrupt expects images in [0, 1], got values in [{images.min().item():.3g}, {images.max().item():.3g}]; "
+            f"corrupt expects images in [0, 1], got values in "
+            f"[{images.min().item():.3g}, {images.max().item():.3g}]; "
             "undo any normalisation first (corrupt, then normalise)."
         )
     return images
@@ -89,14 +108,24 @@ def _check_severity(name: str, severity: float) -> float:
         raise EnsdivError(f"The severity of {name!r} must be a number, got {type(severity).__name__}.")
     if name in C_FUNCTIONS:
         if severity not in (1, 2, 3, 4, 5):
-            raise EnsdivError(f"ImageNet-C corruption {name!r} takes an integer severity 1-5, got {severity!r}.")
+            raise EnsdivError(
+                f"ImageNet-C corruption {name!r} takes an integer severity 1-5, got {severity!r}."
+            )
         return int(severity)
     if not 0 < severity <= 10:
         raise EnsdivError(f"ImageNet-C̄ corruption {name!r} takes a strength in (0, 10], got {severity!r}.")
     return float(severity)
 
 
-def corrupt(images: torch.Tensor, name: str, severity: float, *, seed: int = 0, profile: str = "auto") -> torch.Tensor:
+def corrupt(
+    images: torch.Tensor,
+    name: str,
+    severity: float,
+    *,
+    seed: int = 0,
+    profile: str = "auto",
+    threads: int | None = 1,
+) -> torch.Tensor:
     """Apply one natural corruption to a batch of images.
 
     Args:
@@ -111,6 +140,9 @@ def corrupt(images: torch.Tensor, name: str, severity: float, *, seed: int = 0, 
         profile: ImageNet-C parameter table: ``"cifar"`` (CIFAR-10-C values at 32 px), ``"imagenet"``
             (ImageNet-C values at 224 px) or ``"auto"`` (``"cifar"`` when min(H, W) <= 64). Pixel-sized
             parameters are rescaled by ``size / reference``.
+        threads: torch CPU threads while corrupting (restored afterwards). The default 1 is fastest
+            for the small per-chunk tensors, above all on a busy machine, where multi-threaded
+            ``grid_sample`` can be tens of times slower; ``None`` keeps the current setting.
 
     Returns:
         Corrupted images, same shape and dtype, values in [0, 1].
@@ -134,6 +166,14 @@ def corrupt(images: torch.Tensor, name: str, severity: float, *, seed: int = 0, 
         profile = "cifar" if min(h, w) <= 64 else "imagenet"
     if profile not in ("cifar", "imagenet"):
         raise unknown_name("corruption profile", profile, ["auto", "cifar", "imagenet"])
+    with _threads(threads):
+        outs = _run(x, key, sev, seed, profile)
+    out = torch.cat(outs).to(dtype) if outs else x.to(dtype)
+    return out[0] if single else out
+
+
+def _run(x: torch.Tensor, key: str, sev: float, seed: int, profile: str) -> list[torch.Tensor]:
+    h, w = x.shape[-2:]
     outs = []
     for start in range(0, x.shape[0], _CHUNK):
         g = torch.Generator().manual_seed(int(seed) * 1_000_003 + start)
@@ -146,5 +186,4 @@ def corrupt(images: torch.Tensor, name: str, severity: float, *, seed: int = 0, 
         else:
             out = CBAR_FUNCTIONS[key](chunk, sev / 10, g)
         outs.append(out.clamp(0, 1))
-    out = torch.cat(outs).to(dtype) if outs else x.to(dtype)
-    return out[0] if single else out
+    return outs

@@ -43,7 +43,9 @@ from ensdiv.data import corruptions_ops as ops
 __all__ = ["CBAR_CORRUPTIONS", "CBAR_FUNCTIONS"]
 
 
-def line_coverage(cy: torch.Tensor, cx: torch.Tensor, ang: torch.Tensor, on: torch.Tensor, h: int, w: int) -> torch.Tensor:
+def line_coverage(
+    cy: torch.Tensor, cx: torch.Tensor, ang: torch.Tensor, on: torch.Tensor, h: int, w: int
+) -> torch.Tensor:
     """Anti-aliased coverage of lines through (cy, cx) at angle ``ang`` (length 2 * max(h, w)).
 
     Rasterised Wu-style: step one pixel along each line's major axis and touch the 3 pixels across it
@@ -112,7 +114,9 @@ def _water_drop(x, p, g):
     dy, dx = ys - cy[:, None, None], xs - cx[:, None, None]
     dist = (dy**2 + dx**2).sqrt()
     lam = wavelength[:, None, None]
-    amount = 0.25 * p * torch.sin(dist / lam * 2 * math.pi - phase[:, None, None]) * lam / dist.clamp(min=1e-3)
+    amount = (
+        0.25 * p * torch.sin(dist / lam * 2 * math.pi - phase[:, None, None]) * lam / dist.clamp(min=1e-3)
+    )
     amount = torch.where(dist <= size / 2, amount, torch.zeros(()))
     return ops.warp(x, ys + amount * dy, xs + amount * dx)
 

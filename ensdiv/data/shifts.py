@@ -42,9 +42,18 @@ from ensdiv.data.registry import TensorSet, register_family
 from ensdiv.errors import EnsdivError
 
 __all__ = [
-    "RENDITION_STYLES", "NOISE_KINDS", "shift_set_names", "load_shift_set", "build_all_shift_sets",
-    "fashion_c", "fashion_cbar", "fashion_v2", "fashion_r", "digits_ood", "noise_ood",
-]  # fmt: skip
+    "RENDITION_STYLES",
+    "NOISE_KINDS",
+    "shift_set_names",
+    "load_shift_set",
+    "build_all_shift_sets",
+    "fashion_c",
+    "fashion_cbar",
+    "fashion_v2",
+    "fashion_r",
+    "digits_ood",
+    "noise_ood",
+]
 
 _VERSION = 1
 RENDITION_STYLES = ("sketch", "silhouette", "outline", "cartoon", "stipple")
@@ -100,7 +109,9 @@ def fashion_c(corruption: str, severity: str | int) -> TensorSet:
         return {"x": _to_uint8(corrupt(test.x, corruption, sev, seed=seed)), "y": test.y}
 
     config = {"corruption": corruption, "severity": sev, "seed": seed, "profile": "cifar"}
-    return _cached_set(name, config, compute, list(FASHION_CLASSES), f"Fashion-MNIST test, {corruption} severity {sev}")
+    return _cached_set(
+        name, config, compute, list(FASHION_CLASSES), f"Fashion-MNIST test, {corruption} severity {sev}"
+    )
 
 
 def fashion_cbar(corruption: str, strength: str | float) -> TensorSet:
@@ -116,7 +127,9 @@ def fashion_cbar(corruption: str, strength: str | float) -> TensorSet:
         return {"x": _to_uint8(corrupt(test.x, corruption, t, seed=seed)), "y": test.y}
 
     config = {"corruption": corruption, "strength": t, "seed": seed}
-    return _cached_set(name, config, compute, list(FASHION_CLASSES), f"Fashion-MNIST test, {corruption} strength {t}")
+    return _cached_set(
+        name, config, compute, list(FASHION_CLASSES), f"Fashion-MNIST test, {corruption} strength {t}"
+    )
 
 
 def resample(x: torch.Tensor, *, seed: int) -> torch.Tensor:
@@ -150,8 +163,13 @@ def fashion_v2() -> TensorSet:
         test = _fashion_test()
         return {"x": _to_uint8(resample(test.x, seed=seed)), "y": test.y}
 
-    return _cached_set("fmnist-v2", {"seed": seed}, compute, list(FASHION_CLASSES),
-                       "Fashion-MNIST test re-framed (ImageNetV2 analogue)")  # fmt: skip
+    return _cached_set(
+        "fmnist-v2",
+        {"seed": seed},
+        compute,
+        list(FASHION_CLASSES),
+        "Fashion-MNIST test re-framed (ImageNetV2 analogue)",
+    )
 
 
 def _edges(x: torch.Tensor) -> torch.Tensor:
@@ -207,7 +225,9 @@ def fashion_r(style: str | None = None) -> TensorSet:
         if style is not None:
             out = render(test.x, style, seed=seed)
         else:
-            which = torch.randint(0, len(RENDITION_STYLES), (len(test),), generator=torch.Generator().manual_seed(seed))
+            which = torch.randint(
+                0, len(RENDITION_STYLES), (len(test),), generator=torch.Generator().manual_seed(seed)
+            )
             out = torch.empty_like(test.x)
             for i, s in enumerate(RENDITION_STYLES):
                 sel = which == i
@@ -233,8 +253,13 @@ def digits_ood() -> TensorSet:
         up = F.interpolate(d, size=(20, 20), mode="bilinear", align_corners=False).clamp(0, 1)
         return {"x": _to_uint8(F.pad(up, (4, 4, 4, 4))), "y": torch.full((len(d),), -1, dtype=torch.int64)}
 
-    return _cached_set("digits", {"source": "sklearn.load_digits"}, compute, [],
-                       "scikit-learn digits upsampled to 28x28, semantic OOD (label -1)")  # fmt: skip
+    return _cached_set(
+        "digits",
+        {"source": "sklearn.load_digits"},
+        compute,
+        [],
+        "scikit-learn digits upsampled to 28x28, semantic OOD (label -1)",
+    )
 
 
 def noise_ood(kind: str) -> TensorSet:
@@ -261,8 +286,13 @@ def noise_ood(kind: str) -> TensorSet:
             x = (smooth - 0.3).clamp(min=0) * 0.7
         return {"x": _to_uint8(x), "y": torch.full((_NOISE_SIZE,), -1, dtype=torch.int64)}
 
-    return _cached_set(f"noise/{kind}", {"kind": kind, "seed": seed, "n": _NOISE_SIZE}, compute, [],
-                       f"{kind} noise images, far OOD (label -1)")  # fmt: skip
+    return _cached_set(
+        f"noise/{kind}",
+        {"kind": kind, "seed": seed, "n": _NOISE_SIZE},
+        compute,
+        [],
+        f"{kind} noise images, far OOD (label -1)",
+    )
 
 
 def load_shift_set(name: str) -> TensorSet:
@@ -276,13 +306,33 @@ def load_shift_set(name: str) -> TensorSet:
     return get_dataset(name)
 
 
-def build_all_shift_sets(*, progress: bool = False) -> dict[str, int]:
-    """Build (or load) every CPU-scale shift/OOD set; returns ``{name: size}``."""
-    sizes = {}
-    for name in shift_set_names():
-        sizes[name] = len(load_shift_set(name))
-        if progress:
-            print(f"{name}: {sizes[name]}")
+def _size_of(name: str) -> int:
+    return len(load_shift_set(name))
+
+
+def build_all_shift_sets(*, workers: int = 1, progress: bool = False) -> dict[str, int]:
+    """Build (or load) every CPU-scale shift/OOD set; returns ``{name: size}``.
+
+    Args:
+        workers: processes building sets in parallel (cache writes are atomic, so this is safe).
+        progress: print each set as it is done.
+    """
+    names = shift_set_names()
+    if workers <= 1:
+        sizes = {}
+        for name in names:
+            sizes[name] = _size_of(name)
+            if progress:
+                print(f"{name}: {sizes[name]}", flush=True)
+        return sizes
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    # "spawn": a forked child of a process whose OpenMP pool is running can deadlock
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        sizes = dict(zip(names, pool.map(_size_of, names), strict=True))
+    if progress:
+        print("\n".join(f"{n}: {s}" for n, s in sizes.items()), flush=True)
     return sizes
 
 
@@ -300,15 +350,39 @@ def _names_of(prefix: str):
     return lambda: [n for n in shift_set_names() if n == prefix or n.startswith(prefix + "/")]
 
 
-register_family("fmnist-c", fashion_c, names=_names_of("fmnist-c"),
-                description="Fashion-MNIST test (10,000) under an ImageNet-C corruption, severity 1-5")
-register_family("fmnist-cbar", _cbar_builder, names=_names_of("fmnist-cbar"),
-                description="Fashion-MNIST test (10,000) under an ImageNet-C-bar corruption at design-diversity's strength")
-register_family("fmnist-v2", fashion_v2, names=_names_of("fmnist-v2"),
-                description="Fashion-MNIST test (10,000) re-framed: clean but different (ImageNetV2 analogue)")
-register_family("fmnist-r", _r_builder, names=_names_of("fmnist-r"),
-                description="Fashion-MNIST test (10,000) as renditions: sketch/silhouette/outline/cartoon/stipple (ImageNet-R analogue)")
-register_family("digits", digits_ood, names=_names_of("digits"),
-                description="scikit-learn handwritten digits (1,797) at 28x28: semantic OOD, label -1")
-register_family("noise", noise_ood, names=_names_of("noise"),
-                description="uniform / Gaussian / blob noise images (2,000): far OOD, label -1")  # fmt: skip
+register_family(
+    "fmnist-c",
+    fashion_c,
+    names=_names_of("fmnist-c"),
+    description="Fashion-MNIST test (10,000) under an ImageNet-C corruption, severity 1-5",
+)
+register_family(
+    "fmnist-cbar",
+    _cbar_builder,
+    names=_names_of("fmnist-cbar"),
+    description="Fashion-MNIST test (10,000), ImageNet-C-bar corruption at design-diversity's strength",
+)
+register_family(
+    "fmnist-v2",
+    fashion_v2,
+    names=_names_of("fmnist-v2"),
+    description="Fashion-MNIST test (10,000) re-framed: clean but different (ImageNetV2 analogue)",
+)
+register_family(
+    "fmnist-r",
+    _r_builder,
+    names=_names_of("fmnist-r"),
+    description="Fashion-MNIST test (10,000) as sketch, silhouette, outline, cartoon, stipple (ImageNet-R)",
+)
+register_family(
+    "digits",
+    digits_ood,
+    names=_names_of("digits"),
+    description="scikit-learn handwritten digits (1,797) at 28x28: semantic OOD, label -1",
+)
+register_family(
+    "noise",
+    noise_ood,
+    names=_names_of("noise"),
+    description="uniform / Gaussian / blob noise images (2,000): far OOD, label -1",
+)

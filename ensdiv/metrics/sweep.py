@@ -31,39 +31,72 @@ def combination_index(num_members: int, size: int) -> torch.Tensor:
     return torch.combinations(torch.arange(num_members), r=size)
 
 
-def _ensemble_preds(
-    logits: torch.Tensor, combos: torch.Tensor, how: str, gen: torch.Generator, chunk_elems: int
+def _correct_cn(score: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """``score.argmax(1) == labels`` for scores laid out (K, C, N), with argmax's first-maximum rule.
+
+    PyTorch's argmax over a strided class dimension is slow, but ``amax`` is fast: a sample is right
+    when its label's score beats every other class (the label's entry is overwritten in place with
+    -inf, so ``score`` is consumed). Exact ties, rare, are resolved on the affected entries only:
+    argmax picks the first class, so a tie is right only when no earlier class shares the maximum.
+    """
+    k = score.shape[0]
+    idx = labels.expand(k, 1, -1)
+    s_y = score.gather(1, idx).squeeze(1)  # (K, N)
+    score.scatter_(1, idx, float("-inf"))
+    other = score.amax(1)
+    hit = s_y > other
+    ties = s_y == other
+    if bool(ties.any()):
+        kk, nn = ties.nonzero(as_tuple=True)
+        earlier = torch.arange(score.shape[1])[None, :] < labels[nn][:, None]
+        hit[kk, nn] = ~((score[kk, :, nn] == s_y[kk, nn][:, None]) & earlier).any(1)
+    return hit
+
+
+def _ensemble_correct(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    combos: torch.Tensor,
+    how: str,
+    gen: torch.Generator,
+    chunk_elems: int,
 ) -> torch.Tensor:
-    """Predictions (K, N) of every ensemble in ``combos`` under rule ``how``."""
+    """Correctness (K, N) of the prediction of every ensemble in ``combos`` under rule ``how``.
+
+    Scores are laid out (members, classes, samples) when C is small (reducing over classes is then
+    a fast element-wise pass over contiguous rows) and (members, samples, classes) otherwise.
+    """
     m, n, c = logits.shape
     k, s = combos.shape
+    cn = c <= 64
     step = max(1, chunk_elems // max(1, n * c * (s if how == "median" else 1)))
-    out = torch.empty(k, n, dtype=torch.long)
-    if how in ("mean_logits", "mean_probs", "geometric_mean"):
-        if how == "mean_logits":
-            x = logits
-        else:
-            x = logits.softmax(-1) if how == "mean_probs" else logits.log_softmax(-1)
-        flat = x.reshape(m, n * c)
-    elif how == "vote":
-        flat = torch.nn.functional.one_hot(logits.argmax(-1), c).to(logits.dtype).reshape(m, n * c)
-        # One random priority per (sample, class), shared by all ensembles: within any one ensemble
-        # the tied classes of a sample are still ordered uniformly at random (i.i.d. priorities).
+    out = torch.empty(k, n, dtype=torch.bool)
+    if how == "mean_logits":
+        x = logits
+    elif how in ("mean_probs", "median"):
+        x = logits.softmax(-1)
+    elif how == "geometric_mean":
+        x = logits.log_softmax(-1)
+    else:  # vote: one-hot votes, plus one random priority per (sample, class) shared by all
+        # ensembles: within any one ensemble the tied classes are still ordered uniformly at random
+        x = torch.nn.functional.one_hot(logits.argmax(-1), c).to(logits.dtype)
         jitter = 0.5 * torch.rand(n, c, generator=gen, dtype=logits.dtype)
-    else:
-        probs = logits.softmax(-1)
+        jitter = jitter.T.contiguous() if cn else jitter
+    if cn:
+        x = x.transpose(1, 2).contiguous()  # (M, C, N)
+    flat = x.reshape(m, -1)
     for lo in range(0, k, step):
         idx = combos[lo : lo + step]
         if how == "median":
-            p = probs[idx].sort(dim=1).values  # (k', s, N, C)
+            p = x[idx].sort(dim=1).values  # (k', s, ...)
             score = p[:, (s - 1) // 2] if s % 2 else 0.5 * (p[:, s // 2 - 1] + p[:, s // 2])
         else:
             sel = torch.zeros(idx.shape[0], m, dtype=flat.dtype)
             sel.scatter_add_(1, idx, torch.ones(idx.shape, dtype=flat.dtype))
-            score = (sel @ flat).reshape(-1, n, c)
+            score = (sel @ flat).reshape(-1, *x.shape[1:])
             if how == "vote":
                 score = score + jitter
-        out[lo : lo + step] = score.max(-1).indices  # the first maximum, as argmax; a faster kernel
+        out[lo : lo + step] = _correct_cn(score, labels) if cn else score.max(-1).indices == labels
     return out
 
 
@@ -140,8 +173,7 @@ def ensemble_sweep(
     dis_mat = disagreement_matrix(preds)
     oracle_mat = (correct @ (1 - correct).T + (1 - correct) @ correct.T) / n
 
-    ens_preds = _ensemble_preds(logits, combos, how, gen, chunk_elems)
-    ens_acc = (ens_preds == labels).double().mean(1)
+    ens_acc = _ensemble_correct(logits, labels, combos, how, gen, chunk_elems).double().mean(1)
     macc = member_acc[combos]
     df = pd.DataFrame(
         {

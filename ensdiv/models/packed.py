@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ensdiv.errors import unknown_name
+from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.models.registry import register_model
 from ensdiv.packed import PackedConv2d, PackedLinear, to_members
 
-__all__ = ["PackedResNet", "packed_resnet", "SMALL_WIDTHS"]
+__all__ = ["PackedResNet", "packed_resnet", "SMALL_WIDTHS", "pack_members", "RepeatChannels"]
 
 SMALL_WIDTHS = (16, 32, 64)
 
@@ -230,3 +231,74 @@ _register("single_resnet18", "resnet18", 1, 1, 1, "single CIFAR-style ResNet-18 
 _register("single_resnet50", "resnet50", 1, 1, 1, "single CIFAR-style ResNet-50 (PE-(1,1,1))")
 _register("single_small", "small", 1, 1, 1, "single small 3-stage ResNet for 28x28x1 (PE-(1,1,1))")
 _register("test_single", "test", 1, 1, 1, "tiny single ResNet for smoke runs (PE-(1,1,1))")
+
+
+class RepeatChannels(nn.Module):
+    """The "rearrange" of Figure 3b: give every subnetwork its own copy of the input, channel-stacked.
+
+    Shape: ``(B, C, H, W) -> (B, M·C, H, W)``.
+    """
+
+    def __init__(self, num_estimators: int) -> None:
+        super().__init__()
+        self.num_estimators = num_estimators
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.repeat(1, self.num_estimators, *([1] * (x.dim() - 2)))
+
+
+@torch.no_grad()
+def pack_members(members: list[nn.Sequential], *, full_first_conv: bool = True) -> nn.Sequential:
+    """Pack M identical-architecture sequential networks into one network (Figure 3b / 3c).
+
+    Each member is an :class:`~torch.nn.Sequential` of ``Conv2d``, ``Linear``, ``Flatten`` and
+    parameter-free modules (activations, pooling). The packed network is PE-(α=M, M, γ=1): layer j
+    is a convolution with M groups whose weight is the concatenation of the members' weights, so
+    its output for member m is exactly member m's output.
+
+    Args:
+        members: the M networks of form (a), all with the same layer shapes.
+        full_first_conv: True — form (c): the first layer is one full convolution of the shared
+            input; False — form (b): the input is repeated M times ("rearrange") and the first layer
+            is a grouped convolution.
+
+    Returns:
+        A network whose output is ``(M, B, C)`` logits.
+    """
+    m = len(members)
+    if m < 1:
+        raise EnsdivError("pack_members needs at least one member network.")
+    layers: list[nn.Module] = [] if full_first_conv else [RepeatChannels(m)]
+    n_param = sum(isinstance(mod, nn.Conv2d | nn.Linear) for mod in members[0])
+    seen = 0
+    for idx, mod in enumerate(members[0]):
+        group = [mem[idx] for mem in members]
+        if isinstance(mod, nn.Conv2d | nn.Linear):
+            first, last = seen == 0 and full_first_conv, seen == n_param - 1
+            seen += 1
+            kw = {"alpha": m, "num_estimators": m, "first": first, "last": last, "bias": mod.bias is not None}
+            if isinstance(mod, nn.Conv2d):
+                new: nn.Module = PackedConv2d(
+                    mod.in_channels, mod.out_channels, mod.kernel_size, stride=mod.stride[0],
+                    padding=mod.padding[0], **kw,
+                )
+                new.weight.copy_(torch.cat([g.weight for g in group]))
+            else:
+                new = PackedLinear(mod.in_features, mod.out_features, **kw)
+                new.weight.copy_(torch.cat([g.weight for g in group]))
+            if mod.bias is not None:
+                new.bias.copy_(torch.cat([g.bias for g in group]))
+            layers.append(new)
+        else:
+            layers.append(mod)
+    layers.append(_ToMembers(m))
+    return nn.Sequential(*layers)
+
+
+class _ToMembers(nn.Module):
+    def __init__(self, num_estimators: int) -> None:
+        super().__init__()
+        self.num_estimators = num_estimators
+
+    def forward(self, x: Tensor) -> Tensor:
+        return to_members(x, self.num_estimators)

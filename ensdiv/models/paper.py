@@ -86,8 +86,15 @@ def _local_weights(model_name: str) -> str | None:
     return None
 
 
-def create_paper_model(name: str, *, num_classes: int, in_chans: int, img_size: int,
-                       pretrained: bool | str = False, **overrides: Any) -> nn.Module:
+def create_paper_model(
+    name: str,
+    *,
+    num_classes: int,
+    in_chans: int,
+    img_size: int,
+    pretrained: bool | str = False,
+    **overrides: Any,
+) -> nn.Module:
     """Build the paper-scale model ``name`` with timm (see module docstring).
 
     Raises:
@@ -101,7 +108,9 @@ def create_paper_model(name: str, *, num_classes: int, in_chans: int, img_size: 
         import torchvision
 
         if pretrained:
-            raise EnsdivError("Pretrained SqueezeNet weights are not provided; train it with an ed.Recipe instead.")
+            raise EnsdivError(
+                "Pretrained SqueezeNet weights are not provided; train it with an ed.Recipe instead."
+            )
         m = torchvision.models.squeezenet1_1(num_classes=num_classes)
         if in_chans != 3:
             m.features[0] = nn.Conv2d(in_chans, 64, 3, 2)

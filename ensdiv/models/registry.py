@@ -56,11 +56,20 @@ def register_model(name: str, *, family: str, description: str = "", version: in
 
 
 def _ensure_builtin() -> None:
-    # Importing the zoo modules registers their models.
-    from ensdiv.models import zoo_cpu  # noqa: F401
+    # Importing the modules of ensdiv.models registers their models (the cpu zoo, Packed-Ensembles, ...).
+    import importlib
+    import pkgutil
+
+    import ensdiv.models as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name not in ("registry", "paper", "stats", "plain"):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
 
 
-def list_models(pattern: str | None = None, *, family: str | None = None, include_test: bool = True) -> list[str]:
+def list_models(
+    pattern: str | None = None, *, family: str | None = None, include_test: bool = True
+) -> list[str]:
     """Names of registered models, optionally filtered by a glob ``pattern`` and/or a family.
 
     Args:
@@ -134,7 +143,12 @@ def create_model(
         from ensdiv.models.paper import create_paper_model
 
         return create_paper_model(
-            name, num_classes=num_classes, in_chans=in_chans, img_size=img_size, pretrained=pretrained, **overrides
+            name,
+            num_classes=num_classes,
+            in_chans=in_chans,
+            img_size=img_size,
+            pretrained=pretrained,
+            **overrides,
         )
     if scale not in ("cpu", "smoke"):
         raise unknown_name("scale", scale, ["smoke", "cpu", "paper"])

@@ -17,7 +17,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import torch
 import torch.nn as nn
 from timm.layers import get_act_layer
 from timm.models._efficientnet_blocks import SqueezeExcite
@@ -33,146 +32,50 @@ from timm.models.resnet import BasicBlock, Bottleneck, ResNet
 from timm.models.swin_transformer import SwinTransformer
 from timm.models.vision_transformer import VisionTransformer
 
+from ensdiv.models.plain import MLP, SmallCNN, SqueezeNet
 from ensdiv.models.registry import register_model
 
-__all__ = ["SmallCNN", "MLP", "ARCHITECTURES"]
-
-
-class _Head:
-    """timm's classifier API (``get_classifier`` / ``reset_classifier``) for the plain models."""
-
-    fc: nn.Linear
-    num_features: int
-
-    def get_classifier(self) -> nn.Module:
-        return self.fc
-
-    def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
-        self.fc = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
-
-
-class SmallCNN(_Head, nn.Module):
-    """A plain VGG-style CNN: two conv blocks per stage, max-pooling, global average pool, linear head."""
-
-    def __init__(self, num_classes: int = 10, in_chans: int = 1, widths: tuple[int, ...] = (16, 32),
-                 drop_rate: float = 0.0, convs_per_stage: int = 2):
-        super().__init__()
-        layers: list[nn.Module] = []
-        c = in_chans
-        for w in widths:
-            for _ in range(convs_per_stage):
-                layers += [nn.Conv2d(c, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
-                c = w
-            layers.append(nn.MaxPool2d(2))
-        self.features = nn.Sequential(*layers)
-        self.num_features = c
-        self.drop = nn.Dropout(drop_rate)
-        self.fc = nn.Linear(c, num_classes)
-
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.features(x)
-
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        x = self.drop(x.mean((2, 3)))
-        return x if pre_logits else self.fc(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
-
-
-class MLP(_Head, nn.Module):
-    """A multi-layer perceptron on the flattened image (ReLU, dropout)."""
-
-    def __init__(self, num_classes: int = 10, in_chans: int = 1, img_size: int = 28,
-                 hidden: tuple[int, ...] = (256, 128), drop_rate: float = 0.0):
-        super().__init__()
-        layers: list[nn.Module] = [nn.Flatten()]
-        d = in_chans * img_size * img_size
-        for h in hidden:
-            layers += [nn.Linear(d, h), nn.ReLU(inplace=True), nn.Dropout(drop_rate)]
-            d = h
-        self.body = nn.Sequential(*layers)
-        self.num_features = d
-        self.fc = nn.Linear(d, num_classes)
-
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x)
-
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        return x if pre_logits else self.fc(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.body(x))
-
-
-class Fire(nn.Module):
-    """SqueezeNet's Fire module: 1x1 squeeze, then concatenated 1x1 and 3x3 expands (ReLU)."""
-
-    def __init__(self, cin: int, squeeze: int, expand: int):
-        super().__init__()
-        self.squeeze = nn.Sequential(nn.Conv2d(cin, squeeze, 1, bias=False), nn.BatchNorm2d(squeeze),
-                                     nn.ReLU(inplace=True))
-        self.e1 = nn.Sequential(nn.Conv2d(squeeze, expand, 1), nn.ReLU(inplace=True))
-        self.e3 = nn.Sequential(nn.Conv2d(squeeze, expand, 3, padding=1), nn.ReLU(inplace=True))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = self.squeeze(x)
-        return torch.cat([self.e1(s), self.e3(s)], 1)
-
-
-class SqueezeNet(_Head, nn.Module):
-    """SqueezeNet 1.1 in miniature: 3x3 stride-2 stem, Fire modules, max-pool, dropout, GAP + linear.
-
-    SqueezeNet's 1x1-conv classifier followed by global average pooling is a linear map of the pooled
-    features (up to its final ReLU), so it is written as GAP + ``nn.Linear`` to share timm's head API.
-    Unlike SqueezeNet 1.1, the stem and each squeeze layer have batch normalisation: without it the
-    network does not leave chance level within the few hundred SGD steps of the cpu-scale budget.
-    """
-
-    def __init__(self, num_classes: int = 10, in_chans: int = 1, stem: int = 32,
-                 fires: tuple[tuple[int, int], ...] = ((8, 32), (8, 32), (16, 64), (16, 64)), drop_rate: float = 0.0):
-        super().__init__()
-        layers: list[nn.Module] = [nn.Conv2d(in_chans, stem, 3, 2, 1, bias=False), nn.BatchNorm2d(stem),
-                                   nn.ReLU(inplace=True)]
-        c = stem
-        for i, (sq, ex) in enumerate(fires):
-            if i == len(fires) // 2:
-                layers.append(nn.MaxPool2d(2))
-            layers.append(Fire(c, sq, ex))
-            c = 2 * ex
-        self.features = nn.Sequential(*layers)
-        self.num_features = c
-        self.drop = nn.Dropout(drop_rate)
-        self.fc = nn.Linear(c, num_classes)
-
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.features(x)
-
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        x = self.drop(x.mean((2, 3)))
-        return x if pre_logits else self.fc(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
+__all__ = ["ARCHITECTURES", "VERSIONS"]
 
 
 def _squeezenet(nc: int, ic: int, img: int, **kw: Any) -> SqueezeNet:
     return SqueezeNet(nc, ic, **kw)
 
 
-def _resnet(nc: int, ic: int, img: int, *, bottleneck: bool = False, layers=(1, 1, 1, 1),
-            channels=(16, 32, 64, 128), cardinality: int = 1, base_width: int = 64, **kw: Any) -> ResNet:
+def _resnet(
+    nc: int,
+    ic: int,
+    img: int,
+    *,
+    bottleneck: bool = False,
+    layers=(1, 1, 1, 1),
+    channels=(16, 32, 64, 128),
+    cardinality: int = 1,
+    base_width: int = 64,
+    **kw: Any,
+) -> ResNet:
     block = Bottleneck if bottleneck else BasicBlock
-    m = ResNet(block, layers=tuple(layers), channels=tuple(channels), num_classes=nc, in_chans=ic,
-               stem_width=max(channels[0] // 2, 1), stem_type="deep", cardinality=cardinality,
-               base_width=base_width, **kw)
+    m = ResNet(
+        block,
+        layers=tuple(layers),
+        channels=tuple(channels),
+        num_classes=nc,
+        in_chans=ic,
+        stem_width=max(channels[0] // 2, 1),
+        stem_type="deep",
+        cardinality=cardinality,
+        base_width=base_width,
+        **kw,
+    )
     # Small-image stem: timm's 'deep' stem (three 3x3 convs, the first at stride 2) and no max-pool,
     # so the four stages see 14, 7, 4 and 2 pixels instead of 7, 4, 2 and 1.
     m.maxpool = nn.Identity()
     return m
 
 
-def _densenet(nc: int, ic: int, img: int, *, growth_rate: int = 12, block_config=(2, 2, 2), **kw: Any) -> DenseNet:
+def _densenet(
+    nc: int, ic: int, img: int, *, growth_rate: int = 12, block_config=(2, 2, 2), **kw: Any
+) -> DenseNet:
     m = DenseNet(growth_rate=growth_rate, block_config=tuple(block_config), num_classes=nc, in_chans=ic, **kw)
     stem = m.features.conv0  # 3x3 stride-2 stem, no max-pool: dense blocks at 14, 7 and 3 pixels
     m.features.conv0 = nn.Conv2d(ic, stem.out_channels, 3, 2, 1, bias=False)
@@ -188,22 +91,50 @@ def _mobilenetv3(nc: int, ic: int, img: int, *, arch=None, num_features: int = 2
         ["ir_r1_k5_s1_e4_c48_se0.25"],
         ["cn_r1_k1_s1_c192"],
     ]
-    se = partial(SqueezeExcite, gate_layer="hard_sigmoid", force_act_layer=nn.ReLU, rd_round_fn=round_channels)
-    return MobileNetV3(decode_arch_def(arch), num_classes=nc, in_chans=ic, stem_size=16, fix_stem=True,
-                       num_features=num_features, act_layer=get_act_layer("hard_swish"), se_layer=se,
-                       se_from_exp=False, **kw)
+    se = partial(
+        SqueezeExcite, gate_layer="hard_sigmoid", force_act_layer=nn.ReLU, rd_round_fn=round_channels
+    )
+    return MobileNetV3(
+        decode_arch_def(arch),
+        num_classes=nc,
+        in_chans=ic,
+        stem_size=16,
+        fix_stem=True,
+        num_features=num_features,
+        act_layer=get_act_layer("hard_swish"),
+        se_layer=se,
+        se_from_exp=False,
+        **kw,
+    )
 
 
-def _effnet(nc: int, ic: int, img: int, *, arch=None, stem_size: int = 16, num_features: int = 256,
-            act: str = "swish", **kw: Any) -> EfficientNet:
+def _effnet(
+    nc: int,
+    ic: int,
+    img: int,
+    *,
+    arch=None,
+    stem_size: int = 16,
+    num_features: int = 256,
+    act: str = "swish",
+    **kw: Any,
+) -> EfficientNet:
     arch = arch or [
         ["ds_r1_k3_s1_e1_c16_se0.25"],
         ["ir_r2_k3_s2_e4_c24_se0.25"],
         ["ir_r2_k5_s2_e4_c40_se0.25"],
         ["ir_r1_k3_s1_e4_c64_se0.25"],
     ]
-    return EfficientNet(decode_arch_def(arch), num_classes=nc, in_chans=ic, stem_size=stem_size, fix_stem=True,
-                        num_features=num_features, act_layer=get_act_layer(act), **kw)
+    return EfficientNet(
+        decode_arch_def(arch),
+        num_classes=nc,
+        in_chans=ic,
+        stem_size=stem_size,
+        fix_stem=True,
+        num_features=num_features,
+        act_layer=get_act_layer(act),
+        **kw,
+    )
 
 
 _MNAS = [
@@ -214,42 +145,140 @@ _MNAS = [
 ]
 
 
-def _vit(nc: int, ic: int, img: int, *, patch_size: int = 4, embed_dim: int = 48, depth: int = 4,
-         num_heads: int = 3, mlp_ratio: float = 2.0, **kw: Any) -> VisionTransformer:
-    return VisionTransformer(img_size=img, patch_size=patch_size, in_chans=ic, num_classes=nc, embed_dim=embed_dim,
-                             depth=depth, num_heads=num_heads, mlp_ratio=mlp_ratio, **kw)
+def _vit(
+    nc: int,
+    ic: int,
+    img: int,
+    *,
+    patch_size: int = 4,
+    embed_dim: int = 48,
+    depth: int = 4,
+    num_heads: int = 3,
+    mlp_ratio: float = 2.0,
+    **kw: Any,
+) -> VisionTransformer:
+    return VisionTransformer(
+        img_size=img,
+        patch_size=patch_size,
+        in_chans=ic,
+        num_classes=nc,
+        embed_dim=embed_dim,
+        depth=depth,
+        num_heads=num_heads,
+        mlp_ratio=mlp_ratio,
+        **kw,
+    )
 
 
-def _deit(nc: int, ic: int, img: int, *, patch_size: int = 4, embed_dim: int = 48, depth: int = 4,
-          num_heads: int = 3, mlp_ratio: float = 2.0, **kw: Any) -> VisionTransformerDistilled:
-    return VisionTransformerDistilled(img_size=img, patch_size=patch_size, in_chans=ic, num_classes=nc,
-                                      embed_dim=embed_dim, depth=depth, num_heads=num_heads, mlp_ratio=mlp_ratio, **kw)
+def _deit(
+    nc: int,
+    ic: int,
+    img: int,
+    *,
+    patch_size: int = 4,
+    embed_dim: int = 48,
+    depth: int = 4,
+    num_heads: int = 3,
+    mlp_ratio: float = 2.0,
+    **kw: Any,
+) -> VisionTransformerDistilled:
+    return VisionTransformerDistilled(
+        img_size=img,
+        patch_size=patch_size,
+        in_chans=ic,
+        num_classes=nc,
+        embed_dim=embed_dim,
+        depth=depth,
+        num_heads=num_heads,
+        mlp_ratio=mlp_ratio,
+        **kw,
+    )
 
 
-def _swin(nc: int, ic: int, img: int, *, patch_size: int = 2, embed_dim: int = 24, depths=(2, 2),
-          num_heads=(2, 4), window_size: int = 7, **kw: Any) -> SwinTransformer:
+def _swin(
+    nc: int,
+    ic: int,
+    img: int,
+    *,
+    patch_size: int = 2,
+    embed_dim: int = 24,
+    depths=(2, 2),
+    num_heads=(2, 4),
+    window_size: int = 7,
+    **kw: Any,
+) -> SwinTransformer:
     kw.setdefault("drop_path_rate", 0.0)
-    return SwinTransformer(img_size=img, patch_size=patch_size, in_chans=ic, num_classes=nc, embed_dim=embed_dim,
-                           depths=tuple(depths), num_heads=tuple(num_heads), window_size=window_size, mlp_ratio=2.0,
-                           **kw)
+    return SwinTransformer(
+        img_size=img,
+        patch_size=patch_size,
+        in_chans=ic,
+        num_classes=nc,
+        embed_dim=embed_dim,
+        depths=tuple(depths),
+        num_heads=tuple(num_heads),
+        window_size=window_size,
+        mlp_ratio=2.0,
+        **kw,
+    )
 
 
-def _mixer(nc: int, ic: int, img: int, *, patch_size: int = 4, num_blocks: int = 4, embed_dim: int = 64,
-           mlp_ratio=(0.5, 2.0), **kw: Any) -> MlpMixer:
-    return MlpMixer(num_classes=nc, img_size=img, in_chans=ic, patch_size=patch_size, num_blocks=num_blocks,
-                    embed_dim=embed_dim, mlp_ratio=tuple(mlp_ratio), **kw)
+def _mixer(
+    nc: int,
+    ic: int,
+    img: int,
+    *,
+    patch_size: int = 4,
+    num_blocks: int = 4,
+    embed_dim: int = 64,
+    mlp_ratio=(0.5, 2.0),
+    **kw: Any,
+) -> MlpMixer:
+    return MlpMixer(
+        num_classes=nc,
+        img_size=img,
+        in_chans=ic,
+        patch_size=patch_size,
+        num_blocks=num_blocks,
+        embed_dim=embed_dim,
+        mlp_ratio=tuple(mlp_ratio),
+        **kw,
+    )
 
 
-def _convmixer(nc: int, ic: int, img: int, *, dim: int = 64, depth: int = 4, kernel_size: int = 5,
-               patch_size: int = 2, **kw: Any) -> ConvMixer:
-    return ConvMixer(dim=dim, depth=depth, kernel_size=kernel_size, patch_size=patch_size, in_chans=ic,
-                     num_classes=nc, **kw)
+def _convmixer(
+    nc: int,
+    ic: int,
+    img: int,
+    *,
+    dim: int = 64,
+    depth: int = 4,
+    kernel_size: int = 5,
+    patch_size: int = 2,
+    **kw: Any,
+) -> ConvMixer:
+    return ConvMixer(
+        dim=dim,
+        depth=depth,
+        kernel_size=kernel_size,
+        patch_size=patch_size,
+        in_chans=ic,
+        num_classes=nc,
+        **kw,
+    )
 
 
-def _convnext(nc: int, ic: int, img: int, *, depths=(1, 1, 1, 1), dims=(12, 24, 48, 96), patch_size: int = 1,
-              **kw: Any) -> ConvNeXt:
-    return ConvNeXt(in_chans=ic, num_classes=nc, depths=tuple(depths), dims=tuple(dims), patch_size=patch_size,
-                    kernel_sizes=5, **kw)
+def _convnext(
+    nc: int, ic: int, img: int, *, depths=(1, 1, 1, 1), dims=(12, 24, 48, 96), patch_size: int = 1, **kw: Any
+) -> ConvNeXt:
+    return ConvNeXt(
+        in_chans=ic,
+        num_classes=nc,
+        depths=tuple(depths),
+        dims=tuple(dims),
+        patch_size=patch_size,
+        kernel_sizes=5,
+        **kw,
+    )
 
 
 def _cnn(nc: int, ic: int, img: int, **kw: Any) -> SmallCNN:
@@ -262,41 +291,114 @@ def _mlp(nc: int, ic: int, img: int, **kw: Any) -> MLP:
 
 # name: (family, description, builder, cpu options, test_* options)
 ARCHITECTURES: dict[str, tuple[str, str, Any, dict, dict]] = {
-    "mlp": ("MLP", "two-hidden-layer perceptron (256, 128) on the flat image", _mlp, {},
-            {"hidden": (16,)}),
-    "small_cnn": ("CNN", "plain VGG-style CNN, 2x(conv-BN-ReLU) per stage, widths 16-32", _cnn, {},
-                  {"widths": (4, 8), "convs_per_stage": 1}),
-    "squeezenet": ("SqueezeNet", "SqueezeNet-1.1-style Fire modules (squeeze 8-16, expand 32-64), stride-2 stem",
-                   _squeezenet, {}, {"stem": 4, "fires": ((2, 4), (2, 4))}),
-    "resnet": ("ResNet", "timm ResNet, BasicBlock [1,1,1,1], widths 16-128, deep 3x3 stem, no max-pool", _resnet, {},
-               {"channels": (4, 4, 8, 8)}),
-    "resnext": ("ResNet", "timm ResNet with grouped Bottleneck (ResNeXt, cardinality 8, base width 8)", _resnet,
-                {"bottleneck": True, "cardinality": 8, "base_width": 8, "channels": (16, 32, 48, 64)},
-                {"bottleneck": True, "cardinality": 2, "base_width": 32, "channels": (4, 4, 8, 8)}),
-    "densenet": ("DenseNet", "timm DenseNet, growth 12, blocks (2,2,2), 3x3 stride-2 stem", _densenet, {},
-                 {"growth_rate": 4, "block_config": (1, 1)}),
-    "mobilenetv3": ("MobileNet", "timm MobileNetV3 (small-style arch, hard-swish, SE), 192-d head conv",
-                    _mobilenetv3, {},
-                    {"arch": [["ds_r1_k3_s1_e1_c8_se0.25_nre"], ["ir_r1_k3_s2_e2_c8"]], "num_features": 16}),
-    "efficientnet": ("EfficientNet", "timm EfficientNet (MBConv + SE, swish), 4 stages to 64 channels", _effnet, {},
-                     {"arch": [["ds_r1_k3_s1_e1_c8_se0.25"], ["ir_r1_k3_s2_e2_c8_se0.25"]], "num_features": 16,
-                      "stem_size": 8}),
-    "mnasnet": ("MNASNet", "timm EfficientNet class with an MNASNet-A1-style arch (ReLU, partial SE)", _effnet,
-                {"arch": _MNAS, "act": "relu"},
-                {"arch": [["ds_r1_k3_s1_e1_c8_noskip"], ["ir_r1_k3_s2_e2_c8"]], "num_features": 16,
-                 "stem_size": 8, "act": "relu"}),
-    "vit": ("ViT", "timm VisionTransformer, patch 4 (7x7 tokens), dim 48, depth 4, 3 heads", _vit, {},
-            {"embed_dim": 8, "depth": 1, "num_heads": 2}),
-    "deit": ("ViT", "timm DeiT (distillation-token ViT), patch 4, dim 48, depth 4, 3 heads", _deit, {},
-             {"embed_dim": 8, "depth": 1, "num_heads": 2}),
-    "swin": ("Swin", "timm SwinTransformer, patch 2 (14x14 tokens), window 7, dims 24-48, depths (2,2)", _swin, {},
-             {"embed_dim": 8, "depths": (1,), "num_heads": (2,)}),
-    "mixer": ("MLP-Mixer", "timm MlpMixer, patch 4, 4 blocks, dim 64, MLP ratios (0.5, 2)", _mixer, {},
-              {"embed_dim": 8, "num_blocks": 1}),
-    "convmixer": ("ConvMixer", "timm ConvMixer, patch 2, dim 64, depth 4, kernel 5", _convmixer, {},
-                  {"dim": 8, "depth": 1}),
-    "convnext": ("ConvNeXt", "timm ConvNeXt, patch-1 stem, dims 12-96, depths (1,1,1,1), kernel 5", _convnext, {},
-                 {"dims": (4, 4, 8, 8)}),
+    "mlp": ("MLP", "two-hidden-layer perceptron (256, 128) on the flat image", _mlp, {}, {"hidden": (16,)}),
+    "small_cnn": (
+        "CNN",
+        "plain VGG-style CNN, 2x(conv-BN-ReLU) per stage, widths 16-32",
+        _cnn,
+        {},
+        {"widths": (4, 8), "convs_per_stage": 1},
+    ),
+    "squeezenet": (
+        "SqueezeNet",
+        "SqueezeNet-1.1-style Fire modules (squeeze 8-16, expand 32-64), stride-2 stem",
+        _squeezenet,
+        {},
+        {"stem": 4, "fires": ((2, 4), (2, 4))},
+    ),
+    "resnet": (
+        "ResNet",
+        "timm ResNet, BasicBlock [1,1,1,1], widths 16-128, deep 3x3 stem, no max-pool",
+        _resnet,
+        {},
+        {"channels": (4, 4, 8, 8)},
+    ),
+    "resnext": (
+        "ResNet",
+        "timm ResNet with grouped Bottleneck (ResNeXt, cardinality 8, base width 8)",
+        _resnet,
+        {"bottleneck": True, "cardinality": 8, "base_width": 8, "channels": (16, 32, 48, 64)},
+        {"bottleneck": True, "cardinality": 2, "base_width": 32, "channels": (4, 4, 8, 8)},
+    ),
+    "densenet": (
+        "DenseNet",
+        "timm DenseNet, growth 12, blocks (2,2,2), 3x3 stride-2 stem",
+        _densenet,
+        {},
+        {"growth_rate": 4, "block_config": (1, 1)},
+    ),
+    "mobilenetv3": (
+        "MobileNet",
+        "timm MobileNetV3 (small-style arch, hard-swish, SE), 192-d head conv",
+        _mobilenetv3,
+        {},
+        {"arch": [["ds_r1_k3_s1_e1_c8_se0.25_nre"], ["ir_r1_k3_s2_e2_c8"]], "num_features": 16},
+    ),
+    "efficientnet": (
+        "EfficientNet",
+        "timm EfficientNet (MBConv + SE, swish), 4 stages to 64 channels",
+        _effnet,
+        {},
+        {
+            "arch": [["ds_r1_k3_s1_e1_c8_se0.25"], ["ir_r1_k3_s2_e2_c8_se0.25"]],
+            "num_features": 16,
+            "stem_size": 8,
+        },
+    ),
+    "mnasnet": (
+        "MNASNet",
+        "timm EfficientNet class with an MNASNet-A1-style arch (ReLU, partial SE)",
+        _effnet,
+        {"arch": _MNAS, "act": "relu"},
+        {
+            "arch": [["ds_r1_k3_s1_e1_c8_noskip"], ["ir_r1_k3_s2_e2_c8"]],
+            "num_features": 16,
+            "stem_size": 8,
+            "act": "relu",
+        },
+    ),
+    "vit": (
+        "ViT",
+        "timm VisionTransformer, patch 4 (7x7 tokens), dim 48, depth 4, 3 heads",
+        _vit,
+        {},
+        {"embed_dim": 8, "depth": 1, "num_heads": 2},
+    ),
+    "deit": (
+        "ViT",
+        "timm DeiT (distillation-token ViT), patch 4, dim 48, depth 4, 3 heads",
+        _deit,
+        {},
+        {"embed_dim": 8, "depth": 1, "num_heads": 2},
+    ),
+    "swin": (
+        "Swin",
+        "timm SwinTransformer, patch 2 (14x14 tokens), window 7, dims 24-48, depths (2,2)",
+        _swin,
+        {},
+        {"embed_dim": 8, "depths": (1,), "num_heads": (2,)},
+    ),
+    "mixer": (
+        "MLP-Mixer",
+        "timm MlpMixer, patch 4, 4 blocks, dim 64, MLP ratios (0.5, 2)",
+        _mixer,
+        {},
+        {"embed_dim": 8, "num_blocks": 1},
+    ),
+    "convmixer": (
+        "ConvMixer",
+        "timm ConvMixer, patch 2, dim 64, depth 4, kernel 5",
+        _convmixer,
+        {},
+        {"dim": 8, "depth": 1},
+    ),
+    "convnext": (
+        "ConvNeXt",
+        "timm ConvNeXt, patch-1 stem, dims 12-96, depths (1,1,1,1), kernel 5",
+        _convnext,
+        {},
+        {"dims": (4, 4, 8, 8)},
+    ),
 }
 CNN_ALIASES = {"cnn": "small_cnn"}
 

@@ -98,6 +98,9 @@ PRESETS.update({
         # hard-label distillation (DeiT, as the paper) of a small ViT student from each other zoo model
         common={"student": "arch/vit", "distill": "hard", "distill_alpha": 0.5},
         smoke={"student": "arch/mlp", "zoo": ["arch/small_cnn", "arch/vit", "arch/mixer"]},
+        # cpu: 9 teachers (3 patch-token, 6 convolutional) to keep 9 distilled students affordable
+        cpu={"zoo": ["arch/vit", "arch/small_cnn", "arch/resnet", "arch/resnext", "arch/densenet",
+                     "arch/efficientnet", "arch/convnext", "arch/deit", "arch/swin", "arch/mixer"]},
     ),
     "attack-similarity/figG1_attack_choice": _zoo(
         common={"second_attack": "mi_fgsm", "second_steps": 10},

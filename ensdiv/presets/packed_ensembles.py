@@ -20,7 +20,7 @@ _TRAIN = {
         "test_set": "fmnist/test", "test_subset": 200, "ood_set": "digits", "ood_subset": 200,
     },
     "cpu": {
-        "arch": "small", "widths": [8, 16, 32], "dataset": "fmnist/train", "train_subset": 6000, "epochs": 3,
+        "arch": "small", "widths": [8, 16, 32], "dataset": "fmnist/train", "train_subset": 4000, "epochs": 2,
         "batch_size": 128, "lr": 0.05, "weight_decay": 5e-4, "schedule": "cosine", "augment": "none",
         "num_estimators": 4, "alpha": 2, "gamma": 2, "seeds": [0, 1],
         "test_set": "fmnist/test", "test_subset": 2000, "ood_set": "digits", "ood_subset": 0,
@@ -70,7 +70,7 @@ PRESETS = {
     "packed-ensembles/appF": {
         "common": {"num_members": 4, "lr": 0.05, "batch_size": 128, "weight_decay": 5e-4},
         "smoke": {"arch": "test", "widths": None, "train_subset": 128, "epochs": 1, "test_subset": 200,
-                  "dataset": "fmnist/train", "test_set": "fmnist/test"},
+                  "num_members": 2, "dataset": "fmnist/train", "test_set": "fmnist/test"},
         "cpu": {"arch": "small", "widths": [8, 16, 32], "train_subset": 3000, "epochs": 2,
                 "test_subset": 2000, "dataset": "fmnist/train", "test_set": "fmnist/test"},
         "paper": {"arch": "resnet18", "widths": None, "train_subset": 0, "epochs": 75, "test_subset": 0,
