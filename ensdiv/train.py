@@ -356,10 +356,12 @@ def train_recipe(
             if resume is not None:
                 break
         rank = int(os.environ.get("RANK", "0"))
+        earlier_s = float(resume.get("elapsed_s", 0.0)) if resume else 0.0  # time of interrupted runs
+        t0 -= earlier_s
 
         def save_ckpt(epoch: int, state: dict) -> None:
             if rank == 0 and epoch < recipe.epochs:
-                store.save("checkpoint", ckpt(epoch), state)
+                store.save("checkpoint", ckpt(epoch), {**state, "elapsed_s": time.perf_counter() - t0})
                 if epoch > 1:  # keep only the last finished epoch
                     store.path("checkpoint", config_key(ckpt(epoch - 1))).unlink(missing_ok=True)
 

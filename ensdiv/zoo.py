@@ -118,8 +118,10 @@ def _build_zoo(base: Recipe, prefix: str = "") -> dict[str, Recipe]:
         "dino_deit_tiny2": zoo["arch/deit"].replace(
             framework="simclr", pretrain_epochs=base.epochs, seed=7, pretrain_seed=7, augment="none"
         ),
-        "dino_resnet1": zoo["framework/resnet-simclr"].replace(seed=5, pretrain_seed=7),
-        "dino_resnet2": zoo["framework/resnet-simclr"].replace(seed=15, pretrain_seed=7),
+        # one SimCLR backbone (that of framework/resnet-simclr), two probe seeds, like the paper's
+        # dino_resnet1/2 (backboneSeed 7, classifierSeed 5 / 15)
+        "dino_resnet1": zoo["framework/resnet-simclr"].replace(seed=5, pretrain_seed=0),
+        "dino_resnet2": zoo["framework/resnet-simclr"].replace(seed=15, pretrain_seed=0),
     }
     if p:  # smoke: tiny variants, so replace architecture options the tiny models do not take
         dd = {k: v.replace(model_kwargs={}) for k, v in dd.items()}
@@ -177,7 +179,7 @@ def zoo_recipes(scale: str = "cpu", only: str | list[str] | None = None) -> dict
     if scale not in ZOO:
         raise unknown_name("scale", scale, ZOO)
     zoo = ZOO[scale]
-    if only is None:
+    if not only:  # None or an empty list (``ensdiv zoo build --only`` with no names): everything
         return dict(zoo)
     patterns = [only] if isinstance(only, str) else list(only)
     out = {}
@@ -189,18 +191,33 @@ def zoo_recipes(scale: str = "cpu", only: str | list[str] | None = None) -> dict
     return out
 
 
-def _images_seen(r: Recipe) -> int:
-    n = r.train_subset or 55000
-    pre = (2 * r.pretrain_epochs * n) if r.framework == "simclr" else r.pretrain_epochs * n
-    teacher = r.epochs * n // 3 if r.framework == "distill" else 0
-    return r.epochs * n + pre + teacher
+_SOURCE_SIZE = {"pretrain/digits": 1797, "pretrain/shapes": 12000, "fmnist/train": 55000}
+
+
+def _images_seen(r: Recipe, seen_backbones: set | None = None) -> int:
+    """Training image-passes of a recipe (forward+backward), counting a shared pre-training once."""
+    n = r.train_subset or _SOURCE_SIZE.get(r.dataset, 55000)
+    pre = 0
+    if r.framework in ("simclr", "pretrain"):
+        src = r.pretrain_dataset or r.dataset
+        m = min(r.train_subset or 10**9, _SOURCE_SIZE.get(src, n))
+        pre = r.pretrain_epochs * m * (2 if r.framework == "simclr" else 1)
+        backbone = (r.model, src, r.pretrain_epochs, r.pretrain_seed if r.pretrain_seed >= 0 else r.seed)
+        if seen_backbones is not None:
+            pre = 0 if backbone in seen_backbones else pre
+            seen_backbones.add(backbone)
+        return pre + r.epochs * n // 20  # the linear probe runs on cached features: almost free
+    teacher = r.epochs * n // 3 if r.framework == "distill" else 0  # teacher forward passes
+    return r.epochs * n + teacher
 
 
 def estimate_seconds(recipes: dict[str, Recipe], images_per_second: dict[str, float]) -> float:
-    """Cold-build estimate: images each recipe trains on / its architecture's training images/s."""
-    total = 0.0
+    """Cold-build estimate: training image-passes of each recipe / its architecture's images/s, plus
+    one forward pass over the 10,000 test images per model (a third of a training pass each)."""
+    total, seen = 0.0, set()
     for r in recipes.values():
-        total += _images_seen(r) / max(images_per_second.get(r.model, 500.0), 1e-6)
+        work = _images_seen(r, seen) + 10000 // 3
+        total += work / max(images_per_second.get(r.model, 500.0), 1e-6)
     return total
 
 

@@ -240,3 +240,21 @@ def test_aliases_of_the_paper_names():
     x = _images(2)
     torch.testing.assert_close(corrupt(x, "plasma", 4.0, seed=0), corrupt(x, "plasma_noise", 4.0, seed=0))
     torch.testing.assert_close(corrupt(x, "Waterdrop", 7.0, seed=0), corrupt(x, "water_drop", 7.0, seed=0))
+
+
+def test_frost_falls_back_to_a_procedural_texture(monkeypatch):
+    import importlib.resources
+
+    from ensdiv.data import corruptions_c
+
+    def missing(_name):
+        raise ModuleNotFoundError("torch_uncertainty_assets")
+
+    corruptions_c._frost_textures.cache_clear()
+    monkeypatch.setattr(importlib.resources, "files", missing)
+    try:
+        x = _images(3, 3)
+        y = corrupt(x, "frost", 3, seed=0)
+        assert y.shape == x.shape and 0 <= y.min() and y.max() <= 1 and (y - x).abs().mean() > 0.05
+    finally:
+        corruptions_c._frost_textures.cache_clear()

@@ -98,3 +98,13 @@ def test_sweep_layouts_and_exact_ties(c):
         for row in df.itertuples():
             want = float((combine(z[list(row.members)], how).argmax(-1) == y).double().mean())
             assert row.accuracy == pytest.approx(want)
+
+
+@pytest.mark.parametrize("how", ["mean_logits", "geometric_mean"])
+def test_sweep_gather_path_many_members(how):
+    # 8 * size <= M switches from the selection-matrix product to summing gathered rows
+    z, y = zoo(m=17, n=60, c=4, seed=5)
+    df = ensemble_sweep(z, y, size=2, how=how)
+    for row in df.itertuples():
+        want = float((combine(z[list(row.members)], how).argmax(-1) == y).double().mean())
+        assert row.accuracy == pytest.approx(want)

@@ -37,6 +37,11 @@ def test_eval_transform_from_a_timm_config():
     assert x.shape == (3, 40, 40) and torch.allclose(x, torch.ones_like(x))  # (1 - 0.5) / 0.5
     x = ps.eval_transform(None)(img)
     assert x.shape == (3, 224, 224)
+    import timm
+
+    model = timm.create_model("resnet18", pretrained=False, num_classes=10)
+    model.pretrained_cfg = {**model.pretrained_cfg, "input_size": (3, 64, 64), "crop_pct": 1.0}
+    assert ps.eval_transform(model)(img).shape == (3, 64, 64)
     assert torch.allclose(
         x[:, 0, 0], (1 - torch.tensor(ps.IMAGENET_MEAN)) / torch.tensor(ps.IMAGENET_STD), atol=1e-4
     )

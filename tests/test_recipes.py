@@ -108,7 +108,7 @@ def test_zoo_filters_and_estimate():
     with pytest.raises(UnknownNameError, match="Did you mean"):
         zoo_recipes("cpu", "arch/vitt")
     one = zoo_recipes("cpu", "arch/mlp")
-    assert estimate_seconds(one, {"mlp": 1000.0}) == pytest.approx(4 * 10000 / 1000.0)
+    assert estimate_seconds(one, {"mlp": 1000.0}) == pytest.approx((4 * 10000 + 10000 // 3) / 1000.0)
 
 
 def test_zoo_list_on_empty_store(tmp_path):

@@ -102,6 +102,11 @@ def test_renditions_by_hand():
     assert set(dots.unique().tolist()) <= {0.0, 1.0} and abs(dots.mean().item() - 0.5**1.2) < 0.03
     with pytest.raises(UnknownNameError, match="sketch"):
         shifts.render(x, "watercolour")
+    ring = torch.zeros(1, 1, 12, 12)
+    ring[0, 0, 2:10, 2:10] = 0.8
+    ring[0, 0, 4:8, 4:8] = 0.0  # a dark hole inside the object: the silhouette fills it, the border does not
+    sil = shifts.render(ring, "silhouette")
+    assert sil[0, 0, 5, 5] > 0.99 and sil[0, 0, 0, 0] < 1e-3
 
 
 def test_fashion_r_mixes_styles_and_single_styles():
@@ -148,3 +153,20 @@ def test_unknown_shift_names():
         shifts.noise_ood("pink")
     with pytest.raises(EnsdivError, match="at most one style"):
         shifts._r_builder("sketch", "extra")
+
+
+def test_held_out_class_split():
+    from ensdiv.data.fashion import load_fashion_mnist
+    from ensdiv.data.heldout import fashion_holdout
+
+    test = load_fashion_mnist("test")
+    ind, ood = get_dataset("fmnist-holdout/test"), get_dataset("fmnist-holdout/ood")
+    assert len(ind) + len(ood) == len(test) == 10000 and len(ood) == int((test.y >= 8).sum())
+    assert ind.y.max() == 7 and ind.num_classes == 8 and (ood.y == -1).all()
+    assert torch.equal(ood.x, test.x[test.y >= 8])
+    train = get_dataset("fmnist-holdout/train")
+    assert set(train.y.unique().tolist()) == set(range(8)) and len(train) == int(
+        (load_fashion_mnist("train").y < 8).sum()
+    )
+    with pytest.raises(UnknownNameError, match="ood"):
+        fashion_holdout("extra")

@@ -13,7 +13,7 @@ how the C̄ code maps its severity to a parameter. The mapping per corruption (`
 ``plasma_noise``                ``(1 - a) x + a * plasma``, ``a = 64 p / 255``, plasma in [-1, 1]
 ``blue_noise_sample``           pixels zeroed where blue noise < ``3 p - 2.5`` std
 ``brownish_noise``              additive 1/(f^2+1) noise, std ``64 p / 255``
-``caustic_refraction``          refraction through a caustic height map: shift ``0.5 p size`` px max,
+``caustic_refraction``          refraction through a caustic height map: shift up to ``0.05 p size`` px,
                                 lighting ``2 p``
 ``cocentric_sine_waves``        additive rings, amplitude ``128 p / 255``
 ``inverse_sparkles``            white star-shaped vignette, falloff exponent ``(65 p) / 50``

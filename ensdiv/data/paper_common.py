@@ -72,18 +72,25 @@ def _missing(what: str, root: Path, expected: str, key: str) -> DataNotFoundErro
     )
 
 
-def eval_transform(data_config: Mapping[str, Any] | None = None, *, default: str = "imagenet") -> Callable:
+def eval_transform(
+    data_config: Mapping[str, Any] | torch.nn.Module | None = None, *, default: str = "imagenet"
+) -> Callable:
     """The evaluation transform of a model, from its timm data config.
 
     Args:
-        data_config: a dict as returned by ``timm.data.resolve_data_config`` (keys ``input_size``,
-            ``mean``, ``std``, ``crop_pct``, ``interpolation``, optionally ``crop_mode``), or ``None``.
+        data_config: a dict as returned by ``timm.data.resolve_data_config`` or a timm
+            ``pretrained_cfg`` (keys ``input_size``, ``mean``, ``std``, ``crop_pct``, ``interpolation``,
+            optionally ``crop_mode``; others are ignored), a timm model (its config is resolved), or ``None``.
         default: with no config: ``"imagenet"`` (224 px, resize 256 + centre crop, ImageNet mean/std)
             or ``"cifar"`` (no resize, CIFAR mean/std).
 
     Returns:
         A callable PIL image -> float tensor (3, H, W), normalised.
     """
+    if isinstance(data_config, torch.nn.Module):
+        from timm.data import resolve_data_config
+
+        data_config = resolve_data_config(model=data_config)
     if data_config is None and default == "cifar":
         from torchvision.transforms import v2
 

@@ -55,7 +55,7 @@ __all__ = [
     "noise_ood",
 ]
 
-_VERSION = 1
+_VERSION = 2
 RENDITION_STYLES = ("sketch", "silhouette", "outline", "cartoon", "stipple")
 NOISE_KINDS = ("uniform", "gaussian", "blobs")
 _NOISE_SIZE = 2000
@@ -180,13 +180,27 @@ def _edges(x: torch.Tensor) -> torch.Tensor:
     return mag / mag.amax((1, 2, 3), keepdim=True).clamp(min=1e-6)
 
 
+def _filled(mask: torch.Tensor) -> torch.Tensor:
+    """Fill the holes of binary masks: background is what the border reaches through empty pixels."""
+    empty = 1 - mask
+    outside = torch.zeros_like(mask)
+    outside[..., 0, :], outside[..., -1, :], outside[..., :, 0], outside[..., :, -1] = 1, 1, 1, 1
+    outside = outside * empty
+    for _ in range(mask.shape[-1] + mask.shape[-2]):  # flood fill by repeated 3x3 dilation
+        grown = F.max_pool2d(outside, 3, stride=1, padding=1) * empty
+        if torch.equal(grown, outside):
+            break
+        outside = grown
+    return 1 - outside
+
+
 def render(x: torch.Tensor, style: str, *, seed: int = 0) -> torch.Tensor:
     """Render images in one style of the ImageNet-R analogue ``fmnist-r``.
 
     Args:
         x: images (N, C, H, W) in [0, 1] (objects bright on a dark background, as Fashion-MNIST).
         style: ``"sketch"`` (dark pencil strokes of the edges on white paper), ``"silhouette"`` (the
-            filled shape, no texture), ``"outline"`` (the shape's contour only), ``"cartoon"``
+            shape with its holes filled, no texture), ``"outline"`` (the shape's contour only), ``"cartoon"``
             (three flat tones plus dark outlines) or ``"stipple"`` (random dots, density = brightness).
         seed: seed of the stipple dots.
 
@@ -195,7 +209,7 @@ def render(x: torch.Tensor, style: str, *, seed: int = 0) -> torch.Tensor:
     """
     if style == "sketch":
         return 1 - (_edges(x) * 1.6).clamp(0, 1) ** 0.8
-    mask = (x > 0.08).float()
+    mask = _filled((x > 0.08).float())
     if style == "silhouette":
         return ops.gaussian_blur(mask, 0.5)
     if style == "outline":

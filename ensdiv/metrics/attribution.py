@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import torch
-from captum.attr import IntegratedGradients, Saliency
 from torch import nn
 
 from ensdiv.errors import EnsdivError
@@ -67,6 +66,8 @@ def attributions(
     t = _target(target, x.shape[0])
     use_abs = (method == "saliency") if abs is None else abs
     if method == "saliency":
+        from captum.attr import Saliency  # imported on use: captum is slow to import
+
         explainer = Saliency(model)
 
         def run(xb: torch.Tensor, tb: torch.Tensor) -> torch.Tensor:
@@ -74,6 +75,8 @@ def attributions(
     elif method == "integrated_gradients":
         if not isinstance(n_steps, int) or n_steps < 1:
             raise EnsdivError(f"n_steps must be a positive int, got {n_steps!r}.")
+        from captum.attr import IntegratedGradients
+
         explainer = IntegratedGradients(model)
 
         def run(xb: torch.Tensor, tb: torch.Tensor) -> torch.Tensor:

@@ -15,13 +15,18 @@ from typing import Any
 
 import numpy as np
 import torch
-from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
-from torchmetrics.functional.classification import multiclass_calibration_error
 
 from ensdiv.errors import EnsdivError
 from ensdiv.metrics._checks import as_tensor, check_ensemble, check_labels, check_probs
 
 __all__ = ["accuracy", "nll", "brier", "ece", "auroc", "aupr", "fpr_at_tpr"]
+
+
+def _tm_calibration_error():
+    """torchmetrics' ECE, imported on first use (torchmetrics pulls in torchvision: seconds to import)."""
+    from torchmetrics.functional.classification import multiclass_calibration_error
+
+    return multiclass_calibration_error
 
 
 def _scores_labels(scores: Any, labels: Any, name: str, *, probs: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,7 +76,7 @@ def ece(probs: Any, labels: Any, *, n_bins: int = 15) -> float:
     if not isinstance(n_bins, int) or n_bins < 1:
         raise EnsdivError(f"n_bins must be a positive int, got {n_bins!r}.")
     return float(
-        multiclass_calibration_error(
+        _tm_calibration_error()(
             probs.double(), labels, num_classes=probs.shape[1], n_bins=n_bins, norm="l1", validate_args=False
         )
     )
@@ -102,6 +107,8 @@ def auroc(score_id: Any, score_ood: Any) -> float:
         score_ood: scores of OOD samples, shape (N_ood,).
     """
     y, s = _detection(score_id, score_ood)
+    from sklearn.metrics import roc_auc_score  # imported here: sklearn is slow to import
+
     return float(roc_auc_score(y, s))
 
 
@@ -112,6 +119,8 @@ def aupr(score_id: Any, score_ood: Any) -> float:
     chance level is the OOD fraction N_ood / (N_id + N_ood).
     """
     y, s = _detection(score_id, score_ood)
+    from sklearn.metrics import average_precision_score
+
     return float(average_precision_score(y, s))
 
 
@@ -124,5 +133,7 @@ def fpr_at_tpr(score_id: Any, score_ood: Any, *, tpr: float = 0.95) -> float:
     if not 0.0 < tpr <= 1.0:
         raise EnsdivError(f"tpr must be in (0, 1], got {tpr!r}.")
     y, s = _detection(score_id, score_ood)
+    from sklearn.metrics import roc_curve
+
     fpr, tpr_curve, _ = roc_curve(y, s, drop_intermediate=False)
     return float(fpr[np.searchsorted(tpr_curve, tpr - 1e-12, side="left")])

@@ -85,12 +85,18 @@ def _ensemble_correct(
     if cn:
         x = x.transpose(1, 2).contiguous()  # (M, C, N)
     flat = x.reshape(m, -1)
+    gather = 8 * s <= m  # measured crossover (benchmarks/bench_metrics.py)
     for lo in range(0, k, step):
         idx = combos[lo : lo + step]
         if how == "median":
             p = x[idx].sort(dim=1).values  # (k', s, ...)
             score = p[:, (s - 1) // 2] if s % 2 else 0.5 * (p[:, s // 2 - 1] + p[:, s // 2])
-        else:
+        elif gather:  # few members per ensemble: sum the selected rows (k - 1 adds per entry)
+            score = torch.index_select(flat, 0, idx[:, 0])
+            for j in range(1, s):
+                score += torch.index_select(flat, 0, idx[:, j])
+            score = score.reshape(-1, *x.shape[1:])
+        else:  # many members per ensemble: one matrix product with the 0/1 selection matrix
             sel = torch.zeros(idx.shape[0], m, dtype=flat.dtype)
             sel.scatter_add_(1, idx, torch.ones(idx.shape, dtype=flat.dtype))
             score = (sel @ flat).reshape(-1, *x.shape[1:])

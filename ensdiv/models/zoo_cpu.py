@@ -201,9 +201,9 @@ def _swin(
     img: int,
     *,
     patch_size: int = 2,
-    embed_dim: int = 24,
+    embed_dim: int = 16,
     depths=(2, 2),
-    num_heads=(2, 4),
+    num_heads=(1, 2),
     window_size: int = 7,
     **kw: Any,
 ) -> SwinTransformer:
@@ -253,7 +253,7 @@ def _convmixer(
     dim: int = 64,
     depth: int = 4,
     kernel_size: int = 5,
-    patch_size: int = 2,
+    patch_size: int = 4,
     **kw: Any,
 ) -> ConvMixer:
     return ConvMixer(
@@ -373,7 +373,7 @@ ARCHITECTURES: dict[str, tuple[str, str, Any, dict, dict]] = {
     ),
     "swin": (
         "Swin",
-        "timm SwinTransformer, patch 2 (14x14 tokens), window 7, dims 24-48, depths (2,2)",
+        "timm SwinTransformer, patch 2 (14x14 tokens), window 7, dims 16-32, depths (2,2), head dim 16",
         _swin,
         {},
         {"embed_dim": 8, "depths": (1,), "num_heads": (2,)},
@@ -387,7 +387,7 @@ ARCHITECTURES: dict[str, tuple[str, str, Any, dict, dict]] = {
     ),
     "convmixer": (
         "ConvMixer",
-        "timm ConvMixer, patch 2, dim 64, depth 4, kernel 5",
+        "timm ConvMixer, patch 4 (7x7 grid), dim 64, depth 4, kernel 5",
         _convmixer,
         {},
         {"dim": 8, "depth": 1},
@@ -411,7 +411,7 @@ def _make_factory(builder: Any, defaults: dict) -> Any:
 
 
 #: code version per architecture (part of the cache key of trained models; bump on any change)
-VERSIONS = {"squeezenet": 2}
+VERSIONS = {"squeezenet": 2, "swin": 2, "convmixer": 2}
 
 for _name, (_fam, _desc, _builder, _cpu, _test) in ARCHITECTURES.items():
     _v = VERSIONS.get(_name, 1)
