@@ -12,7 +12,15 @@ A flat public API::
 from ensdiv import attacks, data, ensembles, metrics, sat_release, similarity, store
 from ensdiv.attacks import mi_fgsm, pgd
 from ensdiv.config import SCALES, Config, list_presets, preset
-from ensdiv.data import TensorSet, get_dataset, list_datasets, load_fashion_mnist
+from ensdiv.data import (
+    TensorSet,
+    corrupt,
+    get_dataset,
+    list_corruptions,
+    list_datasets,
+    load_fashion_mnist,
+    load_paper_set,
+)
 from ensdiv.errors import CacheError, DataNotFoundError, EnsdivError, UnknownNameError
 from ensdiv.models import create_model, list_models, model_info, register_model
 from ensdiv.paths import build_dir, project_root, results_dir
@@ -38,16 +46,19 @@ __all__ = [
     "attacks",
     "build_dir",
     "cached",
+    "corrupt",
     "create_model",
     "data",
     "default_store",
     "ensembles",
     "fit",
     "get_dataset",
+    "list_corruptions",
     "list_datasets",
     "list_models",
     "list_presets",
     "load_fashion_mnist",
+    "load_paper_set",
     "metrics",
     "mi_fgsm",
     "pgd",

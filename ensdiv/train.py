@@ -61,10 +61,6 @@ def _default_loss(aug: BatchAugment, label_smoothing: float) -> LossFn:
     return loss
 
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    return getattr(model, "module", model) if type(model).__name__ == "_FabricModule" else model
-
-
 def fit(
     model: nn.Module,
     train_set: TensorSet,

@@ -400,7 +400,6 @@ ARCHITECTURES: dict[str, tuple[str, str, Any, dict, dict]] = {
         {"dims": (4, 4, 8, 8)},
     ),
 }
-CNN_ALIASES = {"cnn": "small_cnn"}
 
 
 def _make_factory(builder: Any, defaults: dict) -> Any:

@@ -15,11 +15,11 @@ PRESETS = {
             "n_explain": 64,  # images explained with saliency / attacked with PGD
             "n_cka": 1000,  # images streamed through MinibatchCKA
             "cka_batch": 250,
-            "pgd_steps": 20,
+            "pgd_steps": 50,  # as in attack-similarity §2
             "pgd_eps": 0.1,  # L∞ radius in [0, 1] pixel units (Fashion-MNIST needs more than 8/255)
             "ood": "inverted",  # synthetic OOD set: "inverted" (1 - x) or "noise" (uniform)
         },
-        "smoke": {**_BASE["smoke"], "n_explain": 16, "n_cka": 256, "cka_batch": 64, "pgd_steps": 3},
+        "smoke": {**_BASE["smoke"], "n_explain": 8, "n_cka": 128, "cka_batch": 64, "pgd_steps": 2},
         "cpu": {**_BASE["cpu"]},
         "paper": {**_BASE["paper"]},
     },
