@@ -7,7 +7,21 @@ import pytest
 import ensdiv as ed
 from ensdiv.errors import EnsdivError, UnknownNameError
 
-NAME = "foundations/deep_ensemble_basics"
+NAME = "demo/fig01"
+SPEC = {
+    "common": {"seed": 0, "num_members": 4, "lr": 0.05, "model": "small_cnn"},
+    "smoke": {"epochs": 1, "train_subset": 1024, "model": "test_cnn"},
+    "cpu": {"epochs": 3, "train_subset": 0},
+    "paper": {"epochs": 90, "train_subset": 0},
+}
+
+
+@pytest.fixture(autouse=True)
+def demo_preset(monkeypatch):
+    from ensdiv import config
+
+    real = config._all_presets()
+    monkeypatch.setattr(config, "_all_presets", lambda: {**real, NAME: SPEC})
 
 
 def test_scales_resolve_common_then_scale_block():
@@ -16,6 +30,7 @@ def test_scales_resolve_common_then_scale_block():
     assert smoke.epochs == 1 and smoke.train_subset == 1024
     assert cpu.epochs == 3 and cpu.train_subset == 0
     assert smoke.num_members == cpu.num_members == 4
+    assert smoke.model == "test_cnn" and cpu.model == "small_cnn"
     assert smoke.scale == "smoke" and smoke.preset == NAME
 
 
@@ -35,8 +50,8 @@ def test_unknown_scale():
 
 
 def test_unknown_preset_suggests_close_match():
-    with pytest.raises(UnknownNameError, match="Did you mean 'foundations/deep_ensemble_basics'"):
-        ed.preset("foundations/deep_ensemble_basic", "cpu")
+    with pytest.raises(UnknownNameError, match="Did you mean 'demo/fig01'"):
+        ed.preset("demo/fig1", "cpu")
 
 
 def test_unknown_override_key():

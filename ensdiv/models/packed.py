@@ -101,6 +101,9 @@ class PackedResNet(nn.Module):
         min_channels_per_group: γ is lowered in layers whose groups would get fewer input channels
             (64 in the reference implementation; see :func:`ensdiv.packed.packed_channels`).
         drop_rate: dropout before the classifier.
+        member_loss: ``"mean"`` (the reference implementation: cross-entropy averaged over members,
+            so each member's gradient is 1/M of what it would get trained alone) or ``"sum"``
+            (each member gets the gradient of its own loss, as a Deep-Ensemble member would).
 
     Shape:
         ``(B, in_chans, H, W) -> (M, B, num_classes)`` logits (``(B, num_classes)`` when M = 1).
@@ -121,8 +124,12 @@ class PackedResNet(nn.Module):
         stem: str = "cifar",
         min_channels_per_group: int = 0,
         drop_rate: float = 0.0,
+        member_loss: str = "mean",
     ) -> None:
         super().__init__()
+        if member_loss not in ("mean", "sum"):
+            raise EnsdivError(f"member_loss must be 'mean' or 'sum', got {member_loss!r}.")
+        self.member_loss = member_loss
         cls = {"basic": _BasicBlock, "bottleneck": _Bottleneck}[block]
         self.num_estimators, self.alpha, self.gamma = num_estimators, alpha, gamma
         stem_width = stem_width or widths[0]
@@ -166,7 +173,8 @@ class PackedResNet(nn.Module):
         if logits.dim() == 2:
             return F.cross_entropy(logits, y)
         m = logits.shape[0]
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.repeat(m))
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.repeat(m))
+        return loss * m if self.member_loss == "sum" else loss
 
 
 # (block, blocks per stage, widths, min channels per group). The reference implementation keeps at
@@ -194,6 +202,7 @@ def packed_resnet(
     widths: Sequence[int] | None = None,
     min_channels_per_group: int | None = None,
     drop_rate: float = 0.0,
+    member_loss: str = "mean",
 ) -> PackedResNet:
     """Build a packed ResNet by name (``resnet18``, ``resnet34``, ``resnet50``, ``small``, ``test``).
 
@@ -211,7 +220,7 @@ def packed_resnet(
         alpha=alpha, num_estimators=num_estimators, gamma=gamma,
         stem="cifar" if img_size <= 64 else "imagenet",
         min_channels_per_group=min_channels_per_group,
-        drop_rate=drop_rate,
+        drop_rate=drop_rate, member_loss=member_loss,
     )
 
 
