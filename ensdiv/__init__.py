@@ -9,7 +9,7 @@ A flat public API::
     ed.metrics.disagreement(preds)                       # every measure of the five papers
 """
 
-from ensdiv import attacks, data, ensembles, metrics, sat_release, similarity, store
+from ensdiv import attacks, data, ensembles, metrics, packed, packed_study, sat_release, similarity, store
 from ensdiv.attacks import mi_fgsm, pgd
 from ensdiv.config import SCALES, Config, list_presets, preset
 from ensdiv.data import (
@@ -23,6 +23,14 @@ from ensdiv.data import (
 )
 from ensdiv.errors import CacheError, DataNotFoundError, EnsdivError, UnknownNameError
 from ensdiv.models import create_model, list_models, model_info, register_model
+from ensdiv.packed import (
+    PackedConv2d,
+    PackedLinear,
+    count_mult_adds,
+    count_params,
+    packed_param_count,
+    to_members,
+)
 from ensdiv.paths import build_dir, project_root, results_dir
 from ensdiv.predict import predict, predict_many
 from ensdiv.recipes import Recipe
@@ -33,6 +41,14 @@ from ensdiv.train import fit, train_recipe
 __version__ = "0.1.0"
 
 __all__ = [
+    "PackedConv2d",
+    "PackedLinear",
+    "count_mult_adds",
+    "count_params",
+    "packed",
+    "packed_param_count",
+    "packed_study",
+    "to_members",
     "SCALES",
     "CacheError",
     "Config",

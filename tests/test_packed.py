@@ -232,7 +232,8 @@ def test_member_loss_sum_is_m_times_mean():
     torch.manual_seed(0)
     x, y = torch.randn(4, 1, 28, 28), torch.tensor([0, 1, 2, 3])
     mean = packed_resnet("test", in_chans=1, img_size=28, num_estimators=2, gamma=1).eval()
-    summed = packed_resnet("test", in_chans=1, img_size=28, num_estimators=2, gamma=1, member_loss="sum").eval()
+    summed = packed_resnet("test", in_chans=1, img_size=28, num_estimators=2, gamma=1, member_loss="sum")
+    summed.eval()
     summed.load_state_dict(mean.state_dict())
     torch.testing.assert_close(summed.training_loss(x, y), 2 * mean.training_loss(x, y))
     with pytest.raises(EnsdivError, match="member_loss"):
