@@ -37,6 +37,7 @@ book: setup
 	$(VENV)/bin/ensdiv book --scale $(SCALE)
 
 test: setup
+	$(VENV)/bin/ruff check ensdiv tests benchmarks
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q tests
 
 bench: setup

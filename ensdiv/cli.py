@@ -12,7 +12,6 @@ import argparse
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import yaml
 

@@ -214,7 +214,9 @@ def summary(results: list[NotebookResult]) -> str:
     return "\n".join(lines)
 
 
-def build_book(*, scale: str = "cpu", force: bool = False, html_only: bool = False) -> tuple[list[NotebookResult], Path]:
+def build_book(
+    *, scale: str = "cpu", force: bool = False, html_only: bool = False
+) -> tuple[list[NotebookResult], Path]:
     """Run every notebook of ``_toc.yml`` at ``scale``, then render the book into ``_build/html``.
 
     The book is rendered from a staging folder (``_build/site``) holding the configuration, the
@@ -244,7 +246,8 @@ def build_book(*, scale: str = "cpu", force: bool = False, html_only: bool = Fal
     if not jb.exists():
         jb = Path(shutil.which("jupyter-book") or "jupyter-book")
     out_parent = build_dir().parent if build_dir().name == "_build" else build_dir()
-    cmd = [str(jb), "build", str(site), "--path-output", str(out_parent), "--builder", "html", "-W", "-n", "--keep-going"]
+    cmd = [str(jb), "build", str(site), "--path-output", str(out_parent), "--builder", "html",
+           "-W", "-n", "--keep-going"]  # warnings fail the build: a broken page is loud
     env = {**os.environ, "NO_COLOR": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     log = build_dir() / "jupyter-book.log"

@@ -92,7 +92,8 @@ def test_toc_lists_existing_notebooks():
 
 
 def test_parameters_are_read_even_with_equals_in_comments(nbdir):
-    nb = _notebook(nbdir / "c.ipynb", params='scale = "cpu"  # smoke | cpu\nn = None  # int (0 = all); None = preset\nlr: float = 0.1')
+    params = 'scale = "cpu"  # smoke | cpu\nn = None  # int (0 = all); None = preset\nlr: float = 0.1'
+    nb = _notebook(nbdir / "c.ipynb", params=params)
     assert runner.notebook_parameters(nb) == {"scale": "cpu", "n": None, "lr": 0.1}
     (res,) = runner.run_notebooks([nb], scale="smoke", params={"n": 3}, out_root=nbdir / "out")
     assert res.status == "failed" and "value" in res.error  # the body uses `value`, which this notebook lacks

@@ -52,7 +52,8 @@ def _data_home() -> Path:
 
 
 def _has_files(folder: Path) -> bool:
-    return all(any((folder / (stem + ext)).exists() for ext in (".gz", "")) for pair in _FILES.values() for stem in pair)
+    stems = [stem for pair in _FILES.values() for stem in pair]
+    return all(any((folder / (stem + ext)).exists() for ext in (".gz", "")) for stem in stems)
 
 
 def find_fashion_mnist(*, download: bool = True) -> Path:
