@@ -9,7 +9,7 @@ A flat public API::
     ed.metrics.disagreement(preds)                       # every measure of the five papers
 """
 
-from ensdiv import attacks, data, ensembles, metrics, packed, packed_study, sat_release, similarity, store
+from ensdiv import attacks, data, ensembles, metrics, packed, packed_study, sat_release, similarity, store, zoo
 from ensdiv.attacks import mi_fgsm, pgd
 from ensdiv.config import SCALES, Config, list_presets, preset
 from ensdiv.data import (
@@ -37,10 +37,16 @@ from ensdiv.recipes import Recipe
 from ensdiv.similarity import SatResult, sat_matrix, sat_one_side
 from ensdiv.store import Store, cached, default_store
 from ensdiv.train import fit, train_recipe
+from ensdiv.zoo import ZOO, zoo_build, zoo_list, zoo_recipes
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ZOO",
+    "zoo",
+    "zoo_build",
+    "zoo_list",
+    "zoo_recipes",
     "PackedConv2d",
     "PackedLinear",
     "count_mult_adds",

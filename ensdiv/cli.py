@@ -57,9 +57,10 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
     from ensdiv import zoo
 
     if args.action == "build":
-        zoo.zoo_build(args.scale, only=args.only)
+        table = zoo.zoo_build(args.scale, only=args.only)
     else:
-        zoo.zoo_list(args.scale)
+        table = zoo.zoo_list(args.scale, only=args.only)
+    print(table.to_string())
     return 0
 
 
