@@ -340,49 +340,18 @@ def packed_param_count(
 
 
 def count_params(model: nn.Module) -> int:
-    """Trainable parameters of ``model`` (what Table 1 calls Params)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    """Parameters of ``model`` (what Table 1 calls Params); see :func:`ensdiv.models.stats.count_params`."""
+    from ensdiv.models.stats import count_params as _count
+
+    return _count(model)
 
 
-@torch.no_grad()
 def count_mult_adds(model: nn.Module, input_shape: tuple[int, ...]) -> int:
-    """Multiply-adds of one forward pass on one input, counted on conv and dense layers.
+    """Mult-adds per image in Table 1's torchinfo convention (conv + dense layers, grouped weights only).
 
-    Like torchinfo (used for Table 1's Mult-Adds): a convolution costs ``out_elements ·
-    (C_in / groups) · k_h · k_w`` and a dense layer ``in · out`` per sample.
-
-    Args:
-        model: the network (evaluated in eval mode on zeros).
-        input_shape: ``(C, H, W)`` of one input, without batch dimension.
-
-    Returns:
-        Mult-adds per image (for a model that repeats its input M times, the whole M-fold cost).
+    The counter lives in :func:`ensdiv.models.stats.count_mult_adds` (``convention="layers"``).
     """
-    total = 0
+    from ensdiv.models.stats import count_mult_adds as _count
 
-    def conv_hook(mod: nn.Conv2d, _inp, out: Tensor) -> None:
-        nonlocal total
-        # every weight is used once per output position: H'·W'·(C_out·C_in/groups·k²) per sample
-        total += out.shape[0] * out.shape[-2] * out.shape[-1] * mod.weight.numel()
-
-    def linear_hook(mod: nn.Module, inp, out: Tensor) -> None:
-        nonlocal total
-        groups = mod.groups if isinstance(mod, PackedLinear) else 1
-        total += inp[0].numel() * mod.out_features // groups
-
-    handles = []
-    for mod in model.modules():
-        if isinstance(mod, nn.Conv2d):
-            handles.append(mod.register_forward_hook(conv_hook))
-        elif isinstance(mod, nn.Linear | PackedLinear):
-            handles.append(mod.register_forward_hook(linear_hook))
-    was_training = model.training
-    model.eval()
-    try:
-        model(torch.zeros(1, *input_shape))
-    finally:
-        model.train(was_training)
-        for h in handles:
-            h.remove()
-    return int(total)
+    return _count(model, input_shape, convention="layers")
 

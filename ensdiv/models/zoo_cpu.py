@@ -155,9 +155,11 @@ def _vit(
     depth: int = 4,
     num_heads: int = 3,
     mlp_ratio: float = 2.0,
+    vit_class: type[VisionTransformer] = VisionTransformer,
     **kw: Any,
 ) -> VisionTransformer:
-    return VisionTransformer(
+    """A small timm ViT; ``vit_class=VisionTransformerDistilled`` gives DeiT (distillation token)."""
+    return vit_class(
         img_size=img,
         patch_size=patch_size,
         in_chans=ic,
@@ -170,29 +172,8 @@ def _vit(
     )
 
 
-def _deit(
-    nc: int,
-    ic: int,
-    img: int,
-    *,
-    patch_size: int = 4,
-    embed_dim: int = 48,
-    depth: int = 4,
-    num_heads: int = 3,
-    mlp_ratio: float = 2.0,
-    **kw: Any,
-) -> VisionTransformerDistilled:
-    return VisionTransformerDistilled(
-        img_size=img,
-        patch_size=patch_size,
-        in_chans=ic,
-        num_classes=nc,
-        embed_dim=embed_dim,
-        depth=depth,
-        num_heads=num_heads,
-        mlp_ratio=mlp_ratio,
-        **kw,
-    )
+def _deit(nc: int, ic: int, img: int, **kw: Any) -> VisionTransformerDistilled:
+    return _vit(nc, ic, img, vit_class=VisionTransformerDistilled, **kw)
 
 
 def _swin(
