@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import ensdiv.models.efficient  # noqa: F401  (registers the chapter's models)
-from ensdiv.errors import EnsdivError, UnknownNameError, unknown_name
+from ensdiv.errors import EnsdivError, unknown_name
 
 __all__ = [
     "METHODS",
@@ -195,73 +195,16 @@ def evaluate(logits: Tensor, labels: Tensor, ood_logits: Tensor | None = None, *
     return out
 
 
-def _digits_fallback() -> Any:
-    """scikit-learn's 8×8 digits upsampled to 28×28 (used when no ``digits`` set is registered)."""
-    from sklearn.datasets import load_digits
+def eval_set(name: str, *, subset: int = 0) -> Any:
+    """The registered evaluation set ``name`` (see ``ed.list_datasets()``), ``subset`` images drawn with seed 0.
 
-    from ensdiv.data.registry import TensorSet
-
-    d = load_digits()
-    x = torch.tensor(d.images, dtype=torch.float32)[:, None] / 16.0
-    x = F.interpolate(x, size=(28, 28), mode="bilinear", align_corners=False).clamp(0, 1)
-    return TensorSet(x, torch.full((x.shape[0],), -1, dtype=torch.long), "digits-sklearn",
-                     description="sklearn digits 8x8 upsampled to 28x28 (OOD for Fashion-MNIST)")
-
-
-def _corrupted_fallback(name: str, base: str, subset: int) -> Any:
-    from ensdiv.data.corruptions import corrupt
-    from ensdiv.data.registry import TensorSet, get_dataset
-
-    spec = name.split("/", 1)[1] if "/" in name else "gaussian_noise-3"
-    corruption, _, sev = spec.rpartition("-")
-    data = get_dataset(base)
-    data = data.subset(subset, seed=0) if subset else data
-    x = corrupt(data.x, corruption, int(sev), seed=0)
-    return TensorSet(x.clamp(0, 1), data.y, name, classes=data.classes,
-                     description=f"{base} with {corruption} severity {sev} (built in packed_study)")
-
-
-def _textures_fallback(n: int = 2000, size: int = 28, seed: int = 0) -> Any:
-    """Smooth random textures: uniform noise blurred at a random scale (a stand-in for Textures/DTD)."""
-    from ensdiv.data.registry import TensorSet
-
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for j, k in enumerate(range(2, 7)):  # five blur scales, n/5 images each
-        m = n // 5 + (1 if j < n % 5 else 0)
-        noise = torch.rand(m, 1, size + 2 * k, size + 2 * k, generator=g)
-        t = F.avg_pool2d(noise, 2 * k + 1, stride=1)[..., :size, :size]
-        lo = t.amin(dim=(1, 2, 3), keepdim=True)
-        hi = t.amax(dim=(1, 2, 3), keepdim=True)
-        out.append((t - lo) / (hi - lo + 1e-8))
-    x = torch.cat(out)
-    return TensorSet(x, torch.full((n,), -1, dtype=torch.long), "textures-synthetic",
-                     description="blurred uniform noise at 5 scales (a Textures stand-in)")
-
-
-def eval_set(name: str, *, subset: int = 0, base: str = "fmnist/test") -> Any:
-    """A registered evaluation set, with stand-ins while the shift/OOD sets are not registered.
-
-    Stand-ins: ``digits`` — scikit-learn's digits upsampled to 28×28; ``textures`` — blurred noise;
-    ``fmnist-c/<corruption>-<severity>`` — the corruption applied here to ``base``; ``fmnist-r`` —
-    ``base`` with elastic transform at severity 5 (a rendition-like shape shift). ``subset`` keeps
-    ``subset`` images drawn with seed 0.
+    At cpu scale the chapter's sets are ``fmnist/test`` (in-distribution), ``digits`` (OOD, Table 1's
+    SVHN), ``textures/frost`` (real texture photographs, Table 2's Textures) and ``fmnist-r``
+    (renditions, Table 2's ImageNet-R); at paper scale ``cifar10/test``, ``svhn/test`` ... from ``$ENSDIV_DATA``.
     """
     from ensdiv.data.registry import get_dataset
 
-    try:
-        data = get_dataset(name)
-    except UnknownNameError:
-        if name == "digits":
-            data = _digits_fallback()
-        elif name == "textures":
-            return _textures_fallback(subset or 2000)
-        elif name == "fmnist-r":
-            return _corrupted_fallback("fmnist-c/elastic_transform-5", base, subset)
-        elif name.startswith("fmnist-c/"):
-            return _corrupted_fallback(name, base, subset)
-        else:
-            raise
+    data = get_dataset(name)
     return data.subset(subset, seed=0) if subset else data
 
 

@@ -3,7 +3,9 @@
 ``predict(recipe, "fmnist/test")`` trains the recipe's model if needed (:func:`ensdiv.train_recipe`),
 runs it once over the set and caches the logits; every notebook that needs them afterwards reads the
 cache. Features are timm's ``forward_head(forward_features(x), pre_logits=True)`` (the input of the
-classifier), or, for a model without that pair, the input of its last ``nn.Linear``.
+classifier), or, for a model without that pair, the input of its last ``nn.Linear``. An ensemble in one
+model (Packed-Ensembles, BatchEnsemble, MIMO, Masksembles) gives each member's features through its
+``member_features(x) -> (M, B, D)``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ def _resolve(dataset: str | TensorSet) -> tuple[TensorSet, str]:
 
 
 def _features_fn(model: nn.Module):
+    if hasattr(model, "member_features"):  # an ensemble in one model: (M, B, D); (B, D) when M = 1
+        if getattr(model, "num_estimators", 2) == 1:
+            return lambda x: model.member_features(x)[0]
+        return model.member_features
     if hasattr(model, "forward_features") and hasattr(model, "forward_head"):
         return lambda x: model.forward_head(model.forward_features(x), pre_logits=True)
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]

@@ -190,13 +190,16 @@ def test_method_recipes_share_member_zero_with_single():
         method_recipes("dropout", base, arch="test")
 
 
-def test_eval_set_stand_ins():
+def test_eval_sets_of_the_chapter_are_registered():
+    from ensdiv.errors import UnknownNameError
     from ensdiv.packed_study import eval_set
 
     digits = eval_set("digits", subset=50)
     assert digits.x.shape == (50, 1, 28, 28) and bool((digits.y == -1).all())
-    tex = eval_set("textures", subset=10)
+    tex = eval_set("textures/frost", subset=10)
     assert tex.x.shape == (10, 1, 28, 28) and float(tex.x.min()) >= 0 and float(tex.x.max()) <= 1
+    with pytest.raises(UnknownNameError, match="textures/frost"):  # the bare name suggests the real one
+        eval_set("textures")
 
 
 @pytest.mark.parametrize("stem", ["tab01", "tab02", "fig06_07", "appE"])

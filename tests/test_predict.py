@@ -57,6 +57,42 @@ def test_ensemble_in_one_model_gives_mnc():
     assert out.shape == (3, 40, 10)
 
 
+def test_packed_member_features_are_the_input_of_each_members_head():
+    """Member m's logits depend on member m's features only: perturbing member 1's block of the
+    member-major feature vector changes member 1's logits and leaves member 0's (γ=1 head) alone."""
+    from ensdiv.packed import to_members
+
+    torch.manual_seed(0)
+    m = create_model("test_packed", num_estimators=4, alpha=2, gamma=1).eval()
+    data = _set(12)
+    logits, feats = predict(m, data, features=True)
+    assert logits.shape == (4, 12, 10) and feats.shape[:2] == (4, 12)
+    flat = feats.transpose(0, 1).reshape(12, -1)  # back to member-major (B, M·D)
+    with torch.no_grad():
+        assert torch.allclose(to_members(m.head(flat), 4), logits, atol=1e-5)
+        bumped = feats.clone()
+        bumped[1] += 1.0
+        out = to_members(m.head(bumped.transpose(0, 1).reshape(12, -1)), 4)
+    for k in (0, 2, 3):
+        assert torch.allclose(out[k], logits[k], atol=1e-5)
+    assert not torch.allclose(out[1], logits[1], atol=1e-3)
+
+
+@pytest.mark.parametrize("name", ["test_batchensemble", "test_mimo", "test_masksembles", "test_single"])
+def test_efficient_ensembles_give_member_features(name):
+    torch.manual_seed(0)
+    m = create_model(name).eval()
+    logits, feats = predict(m, _set(8), features=True)
+    if name == "test_single":  # one member: (N, D), like any single model
+        assert logits.shape == (8, 10) and feats.ndim == 2 and feats.shape[0] == 8
+        return
+    assert logits.shape == (4, 8, 10) and feats.shape[:2] == (4, 8)
+    if name == "test_mimo":  # one shared trunk: the same features for every head
+        assert torch.equal(feats[0], feats[3])
+    if name == "test_batchensemble":  # rank-1 factors differ per member, so do the features
+        assert not torch.allclose(feats[0], feats[1])
+
+
 def test_recipe_predictions_are_cached_and_stack(tmp_path):
     st = Store(tmp_path)
     recipes = [Recipe(model="test_cnn", epochs=1, batch_size=64, train_subset=128, seed=s) for s in (0, 1)]

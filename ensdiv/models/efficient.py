@@ -118,6 +118,11 @@ class _RepeatEnsemble(nn.Module):
             self.num_estimators, *([1] * (x.dim() - 1))))))
         return out.view(self.num_estimators, b, -1)
 
+    def member_features(self, x: Tensor) -> Tensor:
+        """Each member's penultimate features (its pass over the repeated batch): ``(M, B, D)``."""
+        rep = x.repeat(self.num_estimators, *([1] * (x.dim() - 1)))
+        return self.backbone.forward_features(rep).view(self.num_estimators, x.shape[0], -1)
+
     def training_loss(self, x: Tensor, y: Tensor) -> Tensor:
         logits = self(x)
         if self._split_in_training:
@@ -284,6 +289,12 @@ class MIMOResNet(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self._run(x.repeat(1, self.num_estimators, 1, 1))
+
+    def member_features(self, x: Tensor) -> Tensor:
+        """Penultimate features ``(M, B, D)``: MIMO's members share one trunk, so the M rows are the
+        same features (each head reads all of them)."""
+        f = self.backbone.forward_features(x.repeat(1, self.num_estimators, 1, 1))
+        return f.unsqueeze(0).expand(self.num_estimators, -1, -1)
 
     def training_loss(self, x: Tensor, y: Tensor) -> Tensor:
         """Mean over members of the cross-entropy of member m on its own shuffle of the batch.

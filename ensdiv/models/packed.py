@@ -167,6 +167,15 @@ class PackedResNet(nn.Module):
         logits = self.head(self.dropout(self.forward_features(x)))
         return logits if self.num_estimators == 1 else to_members(logits, self.num_estimators)
 
+    def member_features(self, x: Tensor) -> Tensor:
+        """Each member's penultimate features, the input of its own head: ``(M, B, α·C_L/M)``.
+
+        The pooled features are member-major (member m owns the m-th block of channels), as the
+        ``last`` layer's groups read them.
+        """
+        f = self.forward_features(x)
+        return f.view(f.shape[0], self.num_estimators, -1).transpose(0, 1)
+
     def training_loss(self, x: Tensor, y: Tensor) -> Tensor:
         """Mean over members of the cross-entropy of each member on the whole batch."""
         logits = self(x)
