@@ -26,7 +26,7 @@ from ensdiv.attacks import PGD_DEFAULTS, forward_pixels, run_attack
 from ensdiv.errors import EnsdivError
 
 __all__ = [
-    "SatResult", "sat_matrix", "sat_one_side", "sat_from_fooled", "SAT_VERSION", "chapter_recipes",
+    "SatResult", "sat_matrix", "sat_by_source", "sat_one_side", "sat_from_fooled", "SAT_VERSION", "chapter_recipes",
     "chapter_eval_set", "chapter_sat", "trend_line", "draw_cluster_ensembles",
 ]
 
@@ -290,9 +290,24 @@ def sat_one_side(
 # ---- chapter helpers: the attack-similarity notebooks' recipes, evaluation set and SAT runs ----------
 def chapter_recipes(cfg: Any, keys: Sequence[str] | None = None) -> list:
     """The shared zoo's recipes (:func:`ensdiv.zoo.zoo_recipes`) for the keys/patterns ``keys`` (default
-    ``cfg.zoo``) at ``cfg.scale``, named by their key without the category (``"arch/vit"`` → ``"vit"``)."""
+    ``cfg.zoo``) at ``cfg.scale``, named by their key without the category (``"arch/vit"`` → ``"vit"``).
+
+    At ``paper`` scale a key without a category (``"sat69"``: the paper's 69 models; a SAT table or
+    timm name) gives the paper's *pretrained* ImageNet models instead, as nn.Modules taking [0, 1]
+    pixels (:func:`ensdiv.models.paper.paper_models`); zoo keys (``"arch/vit"``) stay recipes.
+    """
     from ensdiv.zoo import zoo_recipes
 
+    if cfg["scale"] == "paper":
+        from ensdiv.models.paper import paper_models
+
+        out: list = []
+        for key in list(keys or cfg["zoo"]):
+            if "/" in key:
+                out += [r.replace(name=k.split("/", 1)[-1]) for k, r in zoo_recipes("paper", [key]).items()]
+            else:
+                out += paper_models(key)
+        return out
     zoo = zoo_recipes(cfg["scale"], list(keys or cfg["zoo"]))
     return [r.replace(name=k.split("/", 1)[-1]) for k, r in zoo.items()]
 
@@ -317,8 +332,71 @@ def chapter_sat(cfg: Any, recipes: Sequence[Any], *, attack: str | None = None, 
         kw["alpha"] = cfg["alpha"]
     from ensdiv.zoo import EVAL_SET
 
+    if cfg["scale"] == "paper" and any(isinstance(m, nn.Module) for m in recipes):
+        return sat_by_source(recipes, EVAL_SET["paper"], subsample=cfg["subsample"], attack=attack,
+                             attack_kwargs=kw, names=names, seed=cfg["seed"])  # fmt: skip
     return sat_matrix(recipes, EVAL_SET[cfg["scale"]], subsample=cfg["subsample"], attack=attack,
                       attack_kwargs=kw, names=names, seed=cfg["seed"])
+
+
+def sat_by_source(
+    models: Sequence[Any],
+    dataset: Any,
+    *,
+    subsample: int | None = 500,
+    attack: str = "pgd",
+    attack_kwargs: dict | None = None,
+    names: Sequence[str] | None = None,
+    seed: int = 0,
+    eps: float | None = None,
+    batch_size: int = 256,
+    store: Any = None,
+) -> SatResult:
+    """:func:`sat_matrix` one source at a time: the same result, holding one adversarial set in memory.
+
+    The paper's size (69 models × 5,000 images at 224 px and up) would keep > 200 GB of adversarial
+    images alive in :func:`sat_matrix`; here each source is attacked, every target evaluated on its
+    images, and only the predictions (int16) are kept. Each source's row is cached (kind ``"sat-row"``,
+    keyed by the source, all targets, the set and the attack) when every model has a cache identity
+    (a Recipe, or a :class:`~ensdiv.models.paper.PixelModel`'s ``ensdiv_cache_id``), so a long run
+    resumes where it stopped. Module names default to their ``ensdiv_name``. Arguments as
+    :func:`sat_matrix`.
+    """
+    from tqdm.auto import tqdm
+
+    from ensdiv.store import cached
+    from ensdiv.train import model_cache_config
+
+    if names is None:  # a PixelModel's name, else sat_matrix's default (a recipe's name or model)
+        names = [getattr(m, "ensdiv_name", None) or getattr(m, "name", None) or getattr(m, "model", None)
+                 or f"{type(m).__name__}_{k}" for k, m in enumerate(models)]  # fmt: skip
+    recipes, names = _resolve_models(models, names)
+    data, data_key = _resolve_data(dataset, subsample, seed)
+    attack_cfg = _attack_config(attack, attack_kwargs, seed)
+    cfg_attack = {k: v for k, v in attack_cfg.items() if k != "attack"}
+    loaded = [_load(m, r, store) for m, r in zip(models, recipes, strict=True)]
+    ids = [model_cache_config(r) if r is not None else getattr(m, "ensdiv_cache_id", None)
+           for m, r in zip(models, recipes, strict=True)]  # fmt: skip
+    clean = [_logits(m, data.x, batch_size) for m in loaded]
+    _check_classes(clean, names)
+    correct = torch.stack([lg.argmax(-1) == data.y for lg in clean])
+    k, n = len(loaded), len(data)
+    fooled = torch.zeros(k, k, n, dtype=torch.bool)
+    for s in tqdm(range(k), desc="SAT sources", disable=k < 2):
+
+        def compute(s: int = s) -> dict:
+            x_adv = run_attack(attack_cfg["attack"], loaded[s], data.x, data.y, batch_size=batch_size, **cfg_attack)
+            preds = [_logits(t, x_adv, batch_size).argmax(-1).to(torch.int16) for t in loaded]
+            return {"preds": torch.stack(preds)}
+
+        if all(i is not None for i in ids):
+            key = {"version": SAT_VERSION, "source": ids[s], "targets": ids, **data_key, "attack": attack_cfg}
+            preds = cached("sat-row", key, compute, store=store)["preds"]
+        else:
+            preds = compute()["preds"]
+        fooled[s] = preds.long() != data.y
+    two, one = sat_from_fooled(fooled, correct, eps=eps)
+    return SatResult(names, two, one, fooled, correct)
 
 
 def trend_line(x: Any, y: Any, *, ci: float = 0.90) -> dict[str, Any]:

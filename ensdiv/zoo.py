@@ -50,7 +50,7 @@ ARCHS = [
     "swin",
     "mixer",
 ]
-EVAL_SET = {"smoke": "fmnist/test", "cpu": "fmnist/test", "paper": "imagenet/val"}
+EVAL_SET = {"smoke": "fmnist/test", "cpu": "fmnist/test", "paper": "imagenet/val-5k"}
 
 
 def _arch(base: Recipe, model: str) -> Recipe:

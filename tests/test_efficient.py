@@ -40,6 +40,26 @@ def test_batchensemble_conv_matches_per_member_loop():
     assert set(layer.r.unique().tolist()) <= {-1.0, 1.0}
 
 
+@pytest.mark.parametrize("n", [6, 7])  # 7 rows do not split evenly over 3 members: the gather path
+def test_batchensemble_conv_values_and_grads_match_a_row_loop(n):
+    torch.manual_seed(0)
+    layer = BatchEnsembleConv2d(nn.Conv2d(2, 3, 3, padding=1), 3, seed=2)
+    with torch.no_grad():
+        layer.bias.normal_()
+    x = torch.randn(n, 2, 5, 5)
+    layer(x).square().sum().backward()
+    got = layer.r.grad.clone()
+    layer.zero_grad()
+    members = (torch.arange(n) * 3) // n
+    total = 0.0
+    for i in range(n):
+        k = int(members[i])
+        y = F.conv2d(x[i:i + 1] * layer.r[k].view(1, 2, 1, 1), layer.conv.weight, padding=1)
+        total = total + (y * layer.s[k].view(1, 3, 1, 1) + layer.bias[k].view(1, 3, 1, 1)).square().sum()
+    total.backward()
+    torch.testing.assert_close(got, layer.r.grad, atol=1e-4, rtol=1e-4)
+
+
 def test_batchensemble_linear_matches_numpy():
     torch.manual_seed(0)
     layer = BatchEnsembleLinear(4, 3, 2, seed=0)

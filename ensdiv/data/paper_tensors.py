@@ -9,11 +9,14 @@ name                   size      what
 ``cifar100/test``      10,000    CIFAR-100 test set
 ``svhn/train``         73,257    SVHN format 2, used only as OOD: every label is -1
 ``svhn/test``          26,032    SVHN format 2, used only as OOD: every label is -1
+``imagenet/val-5k``    5,000     5 images per class of ImageNet-1k val (attack-similarity's SAT set)
 =====================  ========  ===========================================================
 
 The files are read from ``$ENSDIV_DATA`` (the variable Fashion-MNIST uses; default ``data/`` in the
 project root) in their published layouts, by the loaders of :mod:`ensdiv.data.paper_sets`, which look
 in ``cifar-10-batches-py/``, ``cifar-100-python/`` and ``svhn/`` below it (or in the folder itself).
+ImageNet val is read from ``$ENSDIV_DATA/imagenet`` when that folder exists, else ``$ENSDIV_DATA``, as
+``val/<wnid>/*.JPEG`` (or ``<wnid>/*.JPEG``) by :func:`ensdiv.data.paper_imagenet.imagenet_val`.
 A missing set raises that loader's :class:`~ensdiv.errors.DataNotFoundError`, one sentence naming the
 folder searched, the files expected and where to download them. Listing the names reads nothing.
 
@@ -25,6 +28,7 @@ memory, so a notebook that trains several models on one set parses the files onc
 
 from __future__ import annotations
 
+import os
 import pickle
 from functools import lru_cache
 from pathlib import Path
@@ -35,14 +39,14 @@ import torch
 from ensdiv.data.paper_common import _first_dir
 from ensdiv.data.registry import TensorSet, register_family
 
-__all__ = ["CIFAR10_CLASSES", "load_cifar", "load_svhn_ood"]
+__all__ = ["CIFAR10_CLASSES", "load_cifar", "load_svhn_ood", "load_imagenet_val_subset"]
 
 CIFAR10_CLASSES = [
     "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
 ]  # fmt: skip
 _SIZES = {
     "cifar10/train": 50000, "cifar10/test": 10000, "cifar100/train": 50000, "cifar100/test": 10000,
-    "svhn/train": 73257, "svhn/test": 26032,
+    "svhn/train": 73257, "svhn/test": 26032, "imagenet/val-5k": 5000,
 }  # fmt: skip
 
 
@@ -128,6 +132,63 @@ def load_svhn_ood(split: str) -> TensorSet:
     )
 
 
+def _imagenet_root() -> Path:
+    root = _data_root()
+    return root / "imagenet" if (root / "imagenet").is_dir() else root
+
+
+@lru_cache(maxsize=1)
+def _imagenet_val_subset(root: str, per_class: int, seed: int) -> TensorSet:
+    from torch.utils.data import DataLoader, Subset
+    from torchvision.transforms import v2
+
+    from ensdiv.data.paper_imagenet import imagenet_val, imagenet_wnids
+
+    transform = v2.Compose([
+        v2.Resize(256, interpolation=v2.InterpolationMode.BILINEAR, antialias=True),
+        v2.CenterCrop(224),
+        v2.PILToTensor(),  # uint8 (3, 224, 224); no mean/std normalisation
+    ])  # fmt: skip
+    ds = imagenet_val(root, transform=transform)
+    targets = np.asarray(ds.targets, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    chosen: list[int] = []
+    for label in np.unique(targets):  # class-index order, files sorted within a class: reproducible
+        idx = np.flatnonzero(targets == label)
+        chosen += sorted(rng.choice(idx, min(per_class, len(idx)), replace=False).tolist())
+    workers = 0 if len(chosen) < 512 else min(8, max((os.cpu_count() or 1) - 1, 0))
+    x8, ys = [], []
+    for xb, yb in DataLoader(Subset(ds, chosen), batch_size=64, num_workers=workers):
+        x8.append(xb)
+        ys.append(yb)
+    x = torch.empty((len(chosen), 3, 224, 224), dtype=torch.float32)
+    torch.cat(x8, out=x)  # uint8 -> float32 in place of a second copy
+    name = "imagenet/val-5k" if (per_class, seed) == (5, 0) else f"imagenet/val-{per_class}per-class-seed{seed}"
+    what = f"ImageNet-1k val, {per_class} images per class drawn with seed {seed}"
+    return TensorSet(x.div_(255.0), torch.cat(ys).long(), name, imagenet_wnids(), what)
+
+
+def load_imagenet_val_subset(*, per_class: int = 5, seed: int = 0) -> TensorSet:
+    """ImageNet-1k validation, ``per_class`` images of each class drawn with ``seed``, as a :class:`TensorSet`.
+
+    The evaluation set of attack-similarity's SAT (§2: "10% ImageNet validation images, i.e., 5,000
+    images"; the paper does not say how they were drawn, so we take 5 per class, which keeps every class).
+    A class with fewer images gives all it has. Each image is resized (shorter side 256, bilinear) and
+    centre-cropped to 224, the usual ImageNet evaluation crop; a model with another input resolution
+    gets the image resized by :func:`ensdiv.attacks.forward_pixels`, as the paper resizes the attacked
+    image for each target. The last set built is kept in memory (5,000 images are 3 GB of float32).
+
+    Returns:
+        ``x`` float32 in [0, 1] shaped (N, 3, 224, 224), not normalised (each model applies its own
+        mean/std); ``y`` int64 indices in timm's 1000-class order; ``classes`` the 1000 wnids.
+
+    Raises:
+        DataNotFoundError: no ``val/<wnid>/*.JPEG`` class folders in ``$ENSDIV_DATA/imagenet`` or
+            ``$ENSDIV_DATA`` (one sentence from :func:`ensdiv.data.paper_imagenet.imagenet_val`).
+    """
+    return _imagenet_val_subset(str(_imagenet_root()), int(per_class), int(seed))
+
+
 def _names(family: str) -> list[str]:
     return [n for n in _SIZES if n.startswith(family + "/")]
 
@@ -149,4 +210,10 @@ register_family(
     load_svhn_ood,
     names=lambda: _names("svhn"),
     description="SVHN (32x32 house-number digits) from $ENSDIV_DATA, used only as OOD: every label is -1",
+)
+register_family(
+    "imagenet",
+    lambda split: load_imagenet_val_subset(),
+    names=lambda: _names("imagenet"),
+    description="ImageNet-1k val, 5 images per class drawn with seed 0, 224x224 un-normalised, from $ENSDIV_DATA",
 )

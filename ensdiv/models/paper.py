@@ -5,6 +5,11 @@ A zoo name maps to the architecture the papers used (``"resnet"`` -> ``resnet50`
 attack-similarity's SAT table (``book/data/sat/model_features_release.csv``) resolve through
 :data:`ALIASES` where newer timm renamed them. Nothing is downloaded: ``pretrained=True`` uses timm's
 Hugging Face cache (``$HF_HOME/hub``) only, and ``pretrained="/path/file"`` loads that file.
+
+A model built with pretrained weights expects ImageNet-normalised inputs at its own resolution: it
+carries ``model.ensdiv_input`` (an :class:`ensdiv.attacks.InputSpec` from timm's resolved data config),
+which the attack code applies to [0, 1] pixels. :func:`paper_models` builds such models wrapped in
+:class:`PixelModel`, whose ``forward`` itself takes [0, 1] pixels, so ``ensdiv.predict`` works too.
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.nn as nn
 
 from ensdiv.errors import EnsdivError, unknown_name
 
-__all__ = ["PAPER_MODELS", "ALIASES", "create_paper_model", "resolve_paper_name", "sat_model_names"]
+__all__ = ["PAPER_MODELS", "ALIASES", "create_paper_model", "resolve_paper_name", "sat_model_names",
+           "PixelModel", "paper_models"]
 
 #: cpu-zoo name -> the timm model the papers used (design-diversity Table 1 / Table i; training-methods'
 #: ResNet-50 base; attack-similarity's ResNet/ViT re-training).
@@ -97,6 +104,10 @@ def create_paper_model(
 ) -> nn.Module:
     """Build the paper-scale model ``name`` with timm (see module docstring).
 
+    With pretrained weights the model gets ``ensdiv_input``: an :class:`ensdiv.attacks.InputSpec` with
+    the side (``input_size[-1]``), mean and std of ``timm.data.resolve_data_config(model=m)``, and
+    ``ensdiv_weights``: the weights file. Without them it is left as is (the engine trains on [0, 1]).
+
     Raises:
         UnknownNameError: not a zoo name, SAT name or timm name.
         EnsdivError: ``pretrained`` asked for but the weights are not on this machine.
@@ -128,8 +139,92 @@ def create_paper_model(
                 f"pretrained=True) once with internet) or pass pretrained='/path/to/weights.safetensors'."
             )
         kwargs["pretrained_cfg_overlay"] = {"file": file}
-        return timm.create_model(timm_name, pretrained=True, **kwargs)
+        m = timm.create_model(timm_name, pretrained=True, **kwargs)
+        from timm.data import resolve_data_config
+
+        from ensdiv.attacks import InputSpec  # lazy: ensdiv.attacks is not needed to build models
+
+        dc = resolve_data_config(model=m)
+        m.ensdiv_input = InputSpec(
+            size=int(dc["input_size"][-1]),
+            mean=tuple(float(v) for v in dc["mean"]),
+            std=tuple(float(v) for v in dc["std"]),
+        )
+        m.ensdiv_weights = str(file)
+        return m
     try:
         return timm.create_model(timm_name, pretrained=False, img_size=img_size, **kwargs)
     except TypeError:  # architectures without an img_size argument (CNNs)
         return timm.create_model(timm_name, pretrained=False, **kwargs)
+
+
+class PixelModel(nn.Module):
+    """A pretrained classifier that takes [0, 1] pixels: ``forward`` resizes and normalises (its
+    ``ensdiv_input``) before calling the wrapped model.
+
+    ``ensdiv_input`` of the wrapper keeps only the side, so an attack still runs at the model's own
+    resolution (attack-similarity §2: the source's adversarial image is resized for the target).
+
+    Attributes:
+        model: the wrapped model. ensdiv_name: display name. ensdiv_cache_id: what identifies the
+        model in cache keys (timm name, weights file name and size).
+    """
+
+    def __init__(self, model: nn.Module, name: str):
+        super().__init__()
+        from ensdiv.attacks import InputSpec, input_spec
+
+        self.model, self.ensdiv_name = model, name
+        self.inner_spec = input_spec(model)
+        self.ensdiv_input = InputSpec(size=self.inner_spec.size)
+        file = getattr(model, "ensdiv_weights", None)
+        cfg = getattr(model, "pretrained_cfg", None)
+        arch = cfg.get("architecture") if isinstance(cfg, dict) else None
+        self.ensdiv_cache_id = {
+            "timm": arch or type(model).__name__,
+            "weights": Path(file).name if file else "",
+            "bytes": Path(file).stat().st_size if file and Path(file).exists() else 0,
+        }
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from ensdiv.attacks import forward_pixels
+
+        return forward_pixels(self.model, x, self.inner_spec)
+
+
+def paper_models(
+    keys: str | list[str], *, device: str | torch.device | None = None, weights: dict[str, str] | None = None
+) -> list[PixelModel]:
+    """The papers' pretrained ImageNet classifiers, ready for [0, 1] pixels, in eval mode.
+
+    Args:
+        keys: model names: ``"sat69"`` (the 69 models of attack-similarity's SAT table,
+            :func:`sat_model_names`), a zoo key or name (``"arch/resnet"`` / ``"resnet"`` -> ``resnet50``),
+            a SAT table name or any timm name.
+        device: where to put them (default: CUDA when available, else CPU).
+        weights: name -> weights file, for models whose weights are not in timm's cache.
+
+    Returns:
+        One :class:`PixelModel` per name (``ensdiv_name`` = the key without its category, a SAT name
+        as written in the table), each built by :func:`create_paper_model` with 1000 classes, 3
+        channels and pretrained weights.
+
+    Raises:
+        EnsdivError: weights of a model are not on this machine (the message says where to put them).
+        UnknownNameError: a name is neither a zoo name nor a SAT / timm name.
+    """
+    names: list[str] = []
+    for key in [keys] if isinstance(keys, str) else list(keys):
+        if key == "sat69" and not sat_model_names():
+            raise EnsdivError(
+                "The SAT model table book/data/sat/model_features_release.csv is missing, so 'sat69' names "
+                "no models; restore it from the repository or list the models by name."
+            )
+        names += sat_model_names() if key == "sat69" else [key.split("/", 1)[-1]]
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    out = []
+    for name in names:
+        m = create_paper_model(name, num_classes=1000, in_chans=3, img_size=224,
+                               pretrained=(weights or {}).get(name, True))  # fmt: skip
+        out.append(PixelModel(m, name).eval().to(device))
+    return out
