@@ -41,7 +41,7 @@ VARIANTS = {
 
 def bench_networks(quick: bool) -> dict:
     nets = {
-        "cpu_small": {"arch": "small", "shape": (1, 28, 28), "kw": {"widths": [8, 16, 32]},
+        "cpu_small": {"arch": "small", "shape": (1, 28, 28), "kw": {"widths": [16, 32, 64]},
                       "batch": 128 if quick else 256, "train_batch": 64},
         "cifar_resnet18": {"arch": "resnet18", "shape": (3, 32, 32), "kw": {},
                            "batch": 8 if quick else 32, "train_batch": 8 if quick else 16},

@@ -1,4 +1,4 @@
-"""Adversarial attacks in [0, 1] pixel space: PGD (the SAT paper's attack) and MI-FGSM (a second one).
+"""Adversarial attacks in [0, 1] pixel space: PGD (the SAT paper's attack), APGD-CE and MI-FGSM.
 
 Every attack works on images in [0, 1] at the dataset's resolution. A model may declare its own
 input pipeline (ImageNet timm models do, through ``pretrained_cfg``); :func:`input_spec` reads it and
@@ -24,7 +24,8 @@ import torch.nn.functional as F
 from ensdiv.errors import EnsdivError, unknown_name
 
 __all__ = [
-    "InputSpec", "input_spec", "forward_pixels", "pgd", "mi_fgsm", "ATTACKS", "run_attack", "PGD_DEFAULTS",
+    "InputSpec", "input_spec", "forward_pixels", "pgd", "apgd", "apgd_checkpoints", "mi_fgsm", "ATTACKS",
+    "run_attack", "PGD_DEFAULTS",
 ]
 
 #: PGD settings used when none are given: 50 steps (App. H); ε, α, norm are our choice (see module doc).
@@ -214,12 +215,118 @@ def mi_fgsm(
                     seed=seed, momentum=decay, batch_size=batch_size)
 
 
+def apgd_checkpoints(steps: int) -> list[int]:
+    """The iterations where APGD may halve its step (Croce & Hein 2020, §3.2).
+
+    ``p_0 = 0``, ``p_1 = 0.22``, ``p_{j+1} = p_j + max(p_j − p_{j−1} − 0.03, 0.06)``; checkpoint
+    ``w_j = ⌈p_j · steps⌉`` for every ``0 < p_j ≤ 1``. For 100 steps: 22, 41, 57, 70, 80, 87, 93, 99.
+    """
+    import math
+
+    ps, out = [0.0, 0.22], []
+    while ps[-1] <= 1:
+        w = math.ceil(round(ps[-1] * steps, 9))
+        if w > 0 and (not out or w > out[-1]):
+            out.append(w)
+        ps.append(ps[-1] + max(ps[-1] - ps[-2] - 0.03, 0.06))
+    return out
+
+
+def apgd(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    eps: float = PGD_DEFAULTS["eps"],
+    steps: int = 50,
+    rho: float = 0.75,
+    momentum: float = 0.75,
+    random_start: bool = True,
+    seed: int = 0,
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """APGD-CE, L∞ (Croce & Hein 2020, Alg. 1): the first attack of AutoAttack, which Fig. G.1 of the SAT
+    paper uses as its second attack.
+
+    A PGD without a step-size parameter: the step starts at 2ε, takes a momentum step
+    ``x_{k+1} = P(x_k + μ(z_{k+1} − x_k) + (1 − μ)(x_k − x_{k−1}))`` with ``z_{k+1} = P(x_k + η sign ∇)``,
+    and is halved per image at the checkpoints of :func:`apgd_checkpoints` when (1) the loss rose in
+    fewer than ``rho`` of the steps since the last checkpoint, or (2) neither the step nor the best loss
+    changed since then; a halving restarts that image from its best point (and resets its momentum,
+    a choice the paper leaves open). Returns each image's highest-loss point.
+
+    Args:
+        model: classifier (its own resize/normalisation is applied, as :func:`pgd`).
+        x: clean images in [0, 1]. y: true labels.
+        eps: L∞ radius. steps: iterations (AutoAttack uses 100).
+        rho: checkpoint condition 1's fraction (paper: 0.75). momentum: μ (paper: 0.75).
+        random_start: start from a uniform point of the ball (seeded by ``seed``).
+        batch_size: images attacked at once.
+
+    Returns:
+        Adversarial images in [0, 1]; shapes as :func:`pgd`.
+    """
+    _check(x, y, eps, steps)
+    spec = input_spec(model)
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters(), torch.empty(0)).device
+    gen = torch.Generator().manual_seed(int(seed))
+    x = _resize(x.float(), spec.size)
+    checkpoints = set(apgd_checkpoints(steps))
+    outs = []
+    for i in range(0, len(x), batch_size):
+        x0, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+
+        def proj(z: torch.Tensor) -> torch.Tensor:
+            return (x0 + (z - x0).clamp(-eps, eps)).clamp(0, 1)  # noqa: B023 - x0 of this batch
+
+        def loss_grad(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            z = z.detach().requires_grad_(True)
+            with torch.enable_grad():
+                losses = F.cross_entropy(forward_pixels(model, z, spec), yb, reduction="none")  # noqa: B023
+                (g,) = torch.autograd.grad(losses.sum(), z)
+            return losses.detach(), g.detach()
+
+        start = x0
+        if random_start and eps > 0:
+            start = proj(x0 + (torch.rand(x0.shape, generator=gen).to(device) * 2 - 1) * eps)
+        view = (-1, *([1] * (x0.dim() - 1)))
+        eta = torch.full((len(x0),), 2.0 * eps, device=device)
+        cur, prev = start.clone(), start.clone()
+        loss, grad = loss_grad(cur)
+        best_x, best_l = cur.clone(), loss.clone()
+        eta_ck, best_ck = eta.clone(), best_l.clone()
+        rises, last_ck = torch.zeros(len(x0), device=device), 0
+        for k in range(steps):
+            z = proj(cur + eta.view(view) * grad.sign())
+            new = z if k == 0 else proj(cur + momentum * (z - cur) + (1 - momentum) * (cur - prev))
+            new_loss, new_grad = loss_grad(new)
+            rises += (new_loss > loss).float()
+            better = new_loss > best_l
+            best_x[better], best_l[better] = new[better], new_loss[better]
+            prev, cur, loss, grad = cur, new, new_loss, new_grad
+            if k + 1 in checkpoints:
+                halve = (rises < rho * (k + 1 - last_ck)) | ((eta == eta_ck) & (best_l == best_ck))
+                eta_ck, best_ck = eta.clone(), best_l.clone()
+                eta = torch.where(halve, eta / 2, eta)
+                if bool(halve.any()):
+                    cur[halve] = best_x[halve]
+                    prev[halve] = best_x[halve]
+                    loss, grad = loss_grad(cur)
+                rises.zero_()
+                last_ck = k + 1
+        outs.append(best_x.cpu())
+    model.train(was_training)
+    return torch.cat(outs) if outs else x.clone()
+
+
 #: Attacks by name (for :func:`ensdiv.similarity.sat_matrix`).
-ATTACKS = {"pgd": pgd, "mi_fgsm": mi_fgsm}
+ATTACKS = {"pgd": pgd, "apgd": apgd, "mi_fgsm": mi_fgsm}
 
 
 def run_attack(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor, **kwargs) -> torch.Tensor:
-    """Run the attack called ``name`` (``"pgd"`` or ``"mi_fgsm"``) with keyword options ``kwargs``."""
+    """Run the attack called ``name`` (``"pgd"``, ``"apgd"`` or ``"mi_fgsm"``) with keyword options ``kwargs``."""
     if name not in ATTACKS:
         raise unknown_name("attack", name, ATTACKS)
     return ATTACKS[name](model, x, y, **kwargs)

@@ -151,3 +151,42 @@ def test_pretrained_timm_model_uses_its_own_input_pipeline():
     cfg = model.pretrained_cfg
     assert spec.size == cfg["input_size"][-1]
     assert spec.mean == tuple(cfg["mean"]) and spec.std == tuple(cfg["std"])
+
+
+# ---- APGD-CE ---------------------------------------------------------------------------------------
+def test_apgd_checkpoints_match_the_papers_schedule():
+    from ensdiv.attacks import apgd_checkpoints
+
+    # p = 0.22, 0.41, 0.57, 0.70, 0.80, 0.87, 0.93, 0.99 (then 1.05 > 1), times 100 steps
+    assert apgd_checkpoints(100) == [22, 41, 57, 70, 80, 87, 93, 99]
+    assert apgd_checkpoints(10) == [3, 5, 6, 7, 8, 9, 10]  # ⌈2.2⌉, ⌈4.1⌉, ...; 9.3 and 9.9 both give 10
+
+
+def test_apgd_stays_in_ball_and_never_ends_below_its_start(trained):
+    from ensdiv.attacks import apgd
+
+    model, x, y = trained
+    eps = 0.05
+    adv = apgd(model, x, y, eps=eps, steps=12, seed=1)
+    assert float((adv - x).abs().max()) <= eps + 1e-6
+    assert float(adv.min()) >= 0 and float(adv.max()) <= 1
+    # the returned point is the best of the path, so its loss is >= the loss at the (seeded) start
+    start = (x + (torch.rand(x.shape, generator=torch.Generator().manual_seed(1)) * 2 - 1) * eps).clamp(0, 1)
+    with torch.no_grad():
+        l_start = F.cross_entropy(model(start), y, reduction="none")
+        l_adv = F.cross_entropy(model(adv), y, reduction="none")
+    assert bool((l_adv >= l_start - 1e-5).all())
+    assert torch.equal(apgd(model, x, y, eps=0.0, steps=3), x)
+
+
+def test_apgd_drives_own_accuracy_to_zero_without_a_step_size(trained):
+    from ensdiv.attacks import apgd
+
+    model, x, y = trained
+    with torch.no_grad():
+        ok = model(x).argmax(1) == y
+    adv = run_attack("apgd", model, x[ok], y[ok], eps=0.2, steps=20, seed=0)
+    with torch.no_grad():
+        assert float((model(adv).argmax(1) == y[ok]).float().mean()) < 0.05
+    with pytest.raises(EnsdivError, match="non-negative"):
+        apgd(model, x, y, eps=-0.1)

@@ -107,7 +107,8 @@ PRESETS.update({
         paper={"zoo": ["arch/*"]},
     ),
     "attack-similarity/figG1_attack_choice": _zoo(
-        common={"second_attack": "mi_fgsm", "second_steps": 10},
+        # APGD-CE: AutoAttack's first attack (the paper's Fig. G.1 uses AutoAttack); "mi_fgsm" also works
+        common={"second_attack": "apgd", "second_steps": 10},
         smoke={"second_steps": 3},
     ),
     "attack-similarity/figG2_one_side": _zoo(),
