@@ -106,19 +106,27 @@ def _project(delta: torch.Tensor, eps: float, norm: str) -> torch.Tensor:
     return delta * torch.clamp(eps / n.clamp_min(1e-12), max=1.0)
 
 
-def _iterate(model, x, y, *, eps, alpha, steps, norm, random_start, seed, momentum, batch_size):
-    if norm not in ("linf", "l2"):
-        raise unknown_name("norm", norm, ["linf", "l2"])
+def _batched(model, x, y, *, eps, steps, batch_size, attack_batch) -> torch.Tensor:
+    """Shared frame of every attack: check the input, resize to the source model's own resolution, run
+    ``attack_batch(xb, yb, spec, device)`` per batch in eval mode, restore the mode, return the images."""
     _check(x, y, eps, steps)
     spec = input_spec(model)
     was_training = model.training
     model.eval()
     device = next(model.parameters(), torch.empty(0)).device
-    gen = torch.Generator().manual_seed(int(seed))
     x = _resize(x.float(), spec.size)  # attack at the source model's own resolution
-    outs = []
-    for i in range(0, len(x), batch_size):
-        xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+    outs = [attack_batch(x[i : i + batch_size].to(device), y[i : i + batch_size].to(device), spec, device).cpu()
+            for i in range(0, len(x), batch_size)]  # fmt: skip
+    model.train(was_training)
+    return torch.cat(outs) if outs else x.clone()
+
+
+def _iterate(model, x, y, *, eps, alpha, steps, norm, random_start, seed, momentum, batch_size):
+    if norm not in ("linf", "l2"):
+        raise unknown_name("norm", norm, ["linf", "l2"])
+    gen = torch.Generator().manual_seed(int(seed))
+
+    def attack_batch(xb, yb, spec, device):
         delta = torch.zeros_like(xb)
         if random_start and eps > 0:
             if norm == "linf":
@@ -141,9 +149,9 @@ def _iterate(model, x, y, *, eps, alpha, steps, norm, random_start, seed, moment
             step = grad.sign() if norm == "linf" else _l2_normalise(grad)
             delta = _project(delta + alpha * step, eps, norm)
             delta = (xb + delta).clamp(0, 1) - xb
-        outs.append((xb + delta).detach().cpu())
-    model.train(was_training)
-    return torch.cat(outs) if outs else x.clone()
+        return (xb + delta).detach()
+
+    return _batched(model, x, y, eps=eps, steps=steps, batch_size=batch_size, attack_batch=attack_batch)
 
 
 def pgd(
@@ -266,25 +274,17 @@ def apgd(
     Returns:
         Adversarial images in [0, 1]; shapes as :func:`pgd`.
     """
-    _check(x, y, eps, steps)
-    spec = input_spec(model)
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters(), torch.empty(0)).device
     gen = torch.Generator().manual_seed(int(seed))
-    x = _resize(x.float(), spec.size)
     checkpoints = set(apgd_checkpoints(steps))
-    outs = []
-    for i in range(0, len(x), batch_size):
-        x0, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
 
+    def attack_batch(x0, yb, spec, device):
         def proj(z: torch.Tensor) -> torch.Tensor:
-            return (x0 + (z - x0).clamp(-eps, eps)).clamp(0, 1)  # noqa: B023 - x0 of this batch
+            return (x0 + (z - x0).clamp(-eps, eps)).clamp(0, 1)
 
         def loss_grad(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             z = z.detach().requires_grad_(True)
             with torch.enable_grad():
-                losses = F.cross_entropy(forward_pixels(model, z, spec), yb, reduction="none")  # noqa: B023
+                losses = F.cross_entropy(forward_pixels(model, z, spec), yb, reduction="none")
                 (g,) = torch.autograd.grad(losses.sum(), z)
             return losses.detach(), g.detach()
 
@@ -316,9 +316,9 @@ def apgd(
                     loss, grad = loss_grad(cur)
                 rises.zero_()
                 last_ck = k + 1
-        outs.append(best_x.cpu())
-    model.train(was_training)
-    return torch.cat(outs) if outs else x.clone()
+        return best_x
+
+    return _batched(model, x, y, eps=eps, steps=steps, batch_size=batch_size, attack_batch=attack_batch)
 
 
 #: Attacks by name (for :func:`ensdiv.similarity.sat_matrix`).

@@ -103,8 +103,8 @@ def _resolve_models(models: Sequence[Any], names: Sequence[str] | None):
     for m in models:
         if not isinstance(m, Recipe | nn.Module):
             raise EnsdivError(f"SAT models must be nn.Modules or ed.Recipes, got a {type(m).__name__}.")
-    if names is None:
-        names = [(r.name or r.model) if r is not None else f"{type(m).__name__}_{k}"
+    if names is None:  # a recipe's name or model, a PixelModel's ensdiv_name, else the class and index
+        names = [(r.name or r.model) if r is not None else getattr(m, "ensdiv_name", None) or f"{type(m).__name__}_{k}"
                  for k, (m, r) in enumerate(zip(models, recipes, strict=True))]  # fmt: skip
     if len(names) != len(models):
         raise EnsdivError(f"Got {len(names)} names for {len(models)} models; give one name per model.")
@@ -169,6 +169,14 @@ def _adversarial(model, recipe, data, data_key, attack_cfg, store, batch_size):
     return cached("sat-adv", key, compute, store=store)["x_adv"]
 
 
+def _load_and_score_clean(models, recipes, names, data, store, batch_size):
+    """Load every model, check they share a label set, and return ``(loaded, correct (N_models, N))``."""
+    loaded = [_load(m, r, store) for m, r in zip(models, recipes, strict=True)]
+    clean = [_logits(m, data.x, batch_size) for m in loaded]
+    _check_classes(clean, names)
+    return loaded, torch.stack([lg.argmax(-1) == data.y for lg in clean])
+
+
 def _check_classes(logits: list[torch.Tensor], names: list[str]) -> None:
     sizes = {n: lg.shape[-1] for n, lg in zip(names, logits, strict=True)}
     if len(set(sizes.values())) > 1:
@@ -199,7 +207,7 @@ def sat_matrix(
         dataset: a registered set name or a :class:`~ensdiv.data.TensorSet` of [0, 1] images.
         subsample: number of images (seeded random subset; the paper uses 5,000 ImageNet val images,
             10%); ``None``/0 = all.
-        attack: ``"pgd"`` (default, the paper's) or ``"mi_fgsm"``.
+        attack: ``"pgd"`` (default, the paper's), ``"apgd"`` or ``"mi_fgsm"``.
         attack_kwargs: options of the attack (default :data:`ensdiv.attacks.PGD_DEFAULTS` for PGD).
         names: one name per model (default: recipe name / model name).
         seed: seed of the subsample and of the attack's random start.
@@ -219,10 +227,7 @@ def sat_matrix(
     all_recipes = all(r is not None for r in recipes)
 
     def compute() -> dict[str, torch.Tensor]:
-        loaded = [_load(m, r, store) for m, r in zip(models, recipes, strict=True)]
-        clean = [_logits(m, data.x, batch_size) for m in loaded]
-        _check_classes(clean, names)
-        correct = torch.stack([lg.argmax(-1) == data.y for lg in clean])
+        loaded, correct = _load_and_score_clean(models, recipes, names, data, store, batch_size)
         advs = [_adversarial(m, r, data, data_key, attack_cfg, store if all_recipes else None, batch_size)
                 for m, r in zip(loaded, recipes, strict=True)]  # fmt: skip
         n, k = len(data), len(loaded)
@@ -275,10 +280,7 @@ def sat_one_side(
     recipes, names = _resolve_models([new_model, *models], None)
     data, data_key = _resolve_data(dataset, subsample, seed)
     attack_cfg = _attack_config(attack, attack_kwargs, seed)
-    loaded = [_load(m, r, store) for m, r in zip([new_model, *models], recipes, strict=True)]
-    clean = [_logits(m, data.x, batch_size) for m in loaded]
-    _check_classes(clean, names)
-    correct = torch.stack([lg.argmax(-1) == data.y for lg in clean])
+    loaded, correct = _load_and_score_clean([new_model, *models], recipes, names, data, store, batch_size)
     x_new = _adversarial(loaded[0], recipes[0], data, data_key, attack_cfg,
                          store if recipes[0] is not None else None, batch_size)  # fmt: skip
     fooled = torch.stack([_logits(m, x_new, batch_size).argmax(-1) != data.y for m in loaded[1:]])
@@ -359,33 +361,25 @@ def sat_by_source(
     images, and only the predictions (int16) are kept. Each source's row is cached (kind ``"sat-row"``,
     keyed by the source, all targets, the set and the attack) when every model has a cache identity
     (a Recipe, or a :class:`~ensdiv.models.paper.PixelModel`'s ``ensdiv_cache_id``), so a long run
-    resumes where it stopped. Module names default to their ``ensdiv_name``. Arguments as
-    :func:`sat_matrix`.
+    resumes where it stopped. Arguments as :func:`sat_matrix`.
     """
     from tqdm.auto import tqdm
 
     from ensdiv.store import cached
     from ensdiv.train import model_cache_config
 
-    if names is None:  # a PixelModel's name, else sat_matrix's default (a recipe's name or model)
-        names = [getattr(m, "ensdiv_name", None) or getattr(m, "name", None) or getattr(m, "model", None)
-                 or f"{type(m).__name__}_{k}" for k, m in enumerate(models)]  # fmt: skip
     recipes, names = _resolve_models(models, names)
     data, data_key = _resolve_data(dataset, subsample, seed)
     attack_cfg = _attack_config(attack, attack_kwargs, seed)
-    cfg_attack = {k: v for k, v in attack_cfg.items() if k != "attack"}
-    loaded = [_load(m, r, store) for m, r in zip(models, recipes, strict=True)]
+    loaded, correct = _load_and_score_clean(models, recipes, names, data, store, batch_size)
     ids = [model_cache_config(r) if r is not None else getattr(m, "ensdiv_cache_id", None)
            for m, r in zip(models, recipes, strict=True)]  # fmt: skip
-    clean = [_logits(m, data.x, batch_size) for m in loaded]
-    _check_classes(clean, names)
-    correct = torch.stack([lg.argmax(-1) == data.y for lg in clean])
     k, n = len(loaded), len(data)
     fooled = torch.zeros(k, k, n, dtype=torch.bool)
     for s in tqdm(range(k), desc="SAT sources", disable=k < 2):
 
         def compute(s: int = s) -> dict:
-            x_adv = run_attack(attack_cfg["attack"], loaded[s], data.x, data.y, batch_size=batch_size, **cfg_attack)
+            x_adv = _adversarial(loaded[s], None, data, data_key, attack_cfg, None, batch_size)  # the row is cached
             preds = [_logits(t, x_adv, batch_size).argmax(-1).to(torch.int16) for t in loaded]
             return {"preds": torch.stack(preds)}
 

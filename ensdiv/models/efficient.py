@@ -46,17 +46,10 @@ def member_index(n: int, num_estimators: int, device: torch.device | None = None
 
 
 def _per_member(x: Tensor, table: Tensor) -> Tensor:
-    """Row ``m`` of ``table`` (M, C), shaped to broadcast over member ``m``'s rows of ``x`` (member-major).
-
-    When the batch divides evenly into M chunks the table is broadcast over a (M, B, C, ...) view, so
-    its gradient is a plain sum over B; gathering ``table[member_index(...)]`` gives the same values
-    but a scatter-add backward that was several times slower on CPU.
-    """
-    m, n = table.shape[0], x.shape[0]
-    if n % m:
-        return table[member_index(n, m, x.device)].view(n, -1, *([1] * (x.dim() - 2)))
-    rows = table.view(m, 1, table.shape[1], *([1] * (x.dim() - 2)))
-    return rows.expand(m, n // m, *rows.shape[2:]).reshape(n, table.shape[1], *rows.shape[3:])
+    """Row ``m`` of ``table`` (M, C) for member ``m``'s rows of the member-major batch ``x``, shaped to
+    broadcast over ``x`` (``(N, C, 1, 1)`` for images, ``(N, C)`` for features)."""
+    n = x.shape[0]
+    return table[member_index(n, table.shape[0], x.device)].view(n, -1, *([1] * (x.dim() - 2)))
 
 
 def _fast_weight(m: int, c: int, generator: torch.Generator) -> nn.Parameter:
