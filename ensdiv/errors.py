@@ -26,6 +26,14 @@ class DataNotFoundError(EnsdivError, FileNotFoundError):
     """Data that is needed is not on this machine."""
 
 
+class InvalidInputError(EnsdivError, ValueError):
+    """An argument with the wrong shape, dtype, range or value (a metric's input, a loss's logits, ...).
+
+    It is both an :class:`EnsdivError` (one sentence for the user) and a :class:`ValueError` (what
+    torchmetrics and the standard library raise for the same mistakes), so either ``except`` catches it.
+    """
+
+
 class CacheError(EnsdivError, OSError):
     """The cache directory cannot be used."""
 
