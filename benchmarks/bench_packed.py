@@ -7,7 +7,7 @@ Measured side by side in one run, every model on the same input batch:
    (run sequentially), for the CPU-scale network (28×28×1) and a CIFAR ResNet-18 (32×32×3), plus
    training images/s (SGD step) of the same models.
    Goals: PE ≥ 0.8× the single model's throughput and ≥ 3× the Deep Ensemble's.
-2. ``ensdiv.packed.PackedConv2d`` vs ``torch_uncertainty.layers.PackedConv2d`` with the same
+2. ``ensdiv.models.layers.packed.PackedConv2d`` vs ``torch_uncertainty.layers.PackedConv2d`` with the same
    weights (outputs checked equal), inference and training (forward + backward) images/s.
    Goal: ours ≥ 1.0× torch-uncertainty's. Skipped when torch-uncertainty is not installed
    (``pip install torch-uncertainty``; it is a benchmark-only dependency).
@@ -28,8 +28,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import write  # noqa: E402
 
-from ensdiv.packed import PackedConv2d  # noqa: E402
-from ensdiv.packed_study import build_method, inference_throughput, method_cost, training_throughput  # noqa: E402
+from ensdiv.models.layers.packed import PackedConv2d  # noqa: E402
+from ensdiv.chapters.packed_ensembles import build_method, inference_throughput, method_cost, training_throughput  # noqa: E402
 
 VARIANTS = {
     "single": ("single", {}),

@@ -1,6 +1,6 @@
 """Cost of an N×N SAT similarity matrix (attack-similarity §2) for N = 4, 8, 16 models at cpu scale.
 
-``ensdiv.similarity.sat_matrix`` runs N attacks (each ``steps`` forward+backward passes over the
+``ensdiv.transfer.sat_matrix`` runs N attacks (each ``steps`` forward+backward passes over the
 images) and then N² cheap evaluations (one batched forward pass per target over all N sources'
 adversarial images). This benchmark times the whole matrix for several N, times one attack and one
 target's evaluation pass directly, and fits T(N) = a·N + b·N² to show where the time goes. Models are
@@ -26,7 +26,7 @@ from _common import write  # noqa: E402
 from ensdiv.attacks import pgd  # noqa: E402
 from ensdiv.data import load_fashion_mnist  # noqa: E402
 from ensdiv.models import create_model  # noqa: E402
-from ensdiv.similarity import _logits, sat_matrix  # noqa: E402
+from ensdiv.transfer import _logits, sat_matrix  # noqa: E402
 
 
 def models(name: str, n: int) -> list[torch.nn.Module]:

@@ -4,7 +4,7 @@ Measures, on this machine:
 
 1. images/s of training (forward + backward + SGD step, batch 64, 28x28x1) per architecture, through
    the same Fabric engine as ``ed.fit`` (a short ``fit`` on a fixed set after a warm-up, best of 3);
-2. the estimated cold build time of the cpu-scale zoo (``ensdiv.zoo.ZOO["cpu"]``): sum over recipes of
+2. the estimated cold build time of the cpu-scale zoo (``ensdiv.chapters.zoo.ZOO["cpu"]``): sum over recipes of
    ``images seen / images per second`` of its architecture (+ prediction passes);
 3. training M members of one architecture at once with ``torch.func.stack_module_state`` + ``vmap``
    (one batched step for all members, each on its own mini-batch) against M sequential steps, M = 4, 8.
@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from ensdiv.data.registry import TensorSet
 from ensdiv.models import create_model
-from ensdiv.train import fit
+from ensdiv.train.loop import fit
 
 
 def images_per_second(name: str, *, batch: int = 64, steps: int = 8, repeats: int = 3) -> dict[str, float]:
@@ -111,7 +111,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="best of this many timings per architecture")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    from ensdiv.models.zoo_cpu import ARCHITECTURES
+    from ensdiv.models.cpu import ARCHITECTURES
 
     names = list(ARCHITECTURES)  # the cpu zoo (other helpers' models have their own benchmarks)
     if args.quick:
@@ -120,7 +120,7 @@ def main() -> None:
     for n in names:
         ips[n] = images_per_second(n, steps=4 if args.quick else 8, repeats=1 if args.quick else args.repeats)
         print(f"{n:14s} {ips[n]['cpu']:8.0f} images/s per CPU-second   {ips[n]['wall']:8.0f} images/s wall")
-    from ensdiv.zoo import ZOO, estimate_seconds
+    from ensdiv.chapters.zoo import ZOO, estimate_seconds
 
     est = None
     if not args.quick:

@@ -1,17 +1,22 @@
 """ensdiv — helpers for an executable book on ensemble diversity in deep learning.
 
-A flat public API::
+A flat public API over a layered package (data → models → losses → train → predict → metrics →
+ensembles → transfer → report; ``tests/test_layers.py`` checks that no layer imports a higher one)::
 
     import ensdiv as ed
-    cfg = ed.preset("foundations/deep_ensemble_basics", "cpu")
-    recipe = ed.Recipe(model="small_cnn", epochs=3, seed=0)
+    recipe = ed.Recipe.make(model="small_cnn", epochs=3, seed=0)
     logits = ed.predict(recipe, "fmnist/test")          # trained once, cached
-    ed.metrics.disagreement(preds)                       # every measure of the five papers
+    ed.metrics.disagreement(logits.argmax(-1)[None])     # every measure of the five papers
+    ed.report.claim(...)                                 # the book's one verdict rule
+
+The book's chapters (pipelines and presets) live in :mod:`ensdiv.chapters`, which this package never
+imports.
 """
 
-from ensdiv import attacks, data, ensembles, metrics, packed, packed_study, sat_release, similarity, store, zoo
-from ensdiv.attacks import mi_fgsm, pgd
-from ensdiv.config import SCALES, Config, list_presets, preset
+from ensdiv import analysis, attacks, data, ensembles, losses, metrics, models, report, store, train, transfer
+from ensdiv.analysis import trend_line
+from ensdiv.attacks import apgd, mi_fgsm, pgd, run_attack
+from ensdiv.config import SCALES, Config
 from ensdiv.data import (
     TensorSet,
     corrupt,
@@ -21,54 +26,75 @@ from ensdiv.data import (
     load_fashion_mnist,
     load_paper_set,
 )
-from ensdiv.errors import CacheError, DataNotFoundError, EnsdivError, UnknownNameError
-from ensdiv.models import create_model, list_models, model_info, register_model
-from ensdiv.packed import (
+from ensdiv.errors import CacheError, DataNotFoundError, EnsdivError, InvalidInputError, UnknownNameError
+from ensdiv.models import (
+    InputSpec,
+    MemberStack,
     PackedConv2d,
     PackedLinear,
     count_mult_adds,
     count_params,
-    packed_param_count,
+    create_model,
+    list_models,
+    model_info,
+    register_model,
     to_members,
 )
 from ensdiv.paths import build_dir, project_root, results_dir
-from ensdiv.predict import predict, predict_many
-from ensdiv.recipes import Recipe
-from ensdiv.similarity import SatResult, sat_matrix, sat_one_side
+from ensdiv.predict import cached_predictions, predict, predict_many
 from ensdiv.store import Store, cached, default_store
-from ensdiv.train import fit, train_recipe
-from ensdiv.zoo import ZOO, zoo_build, zoo_list, zoo_recipes
+from ensdiv.train import (
+    Arch,
+    DataSpec,
+    Distill,
+    Heads,
+    Joint,
+    Optim,
+    Pretrain,
+    Recipe,
+    Seeds,
+    Supervised,
+    fit,
+    train_recipe,
+)
+from ensdiv.transfer import SatResult, sat_by_source, sat_matrix, sat_one_side
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
-    "ZOO",
-    "zoo",
-    "zoo_build",
-    "zoo_list",
-    "zoo_recipes",
-    "PackedConv2d",
-    "PackedLinear",
-    "count_mult_adds",
-    "count_params",
-    "packed",
-    "packed_param_count",
-    "packed_study",
-    "to_members",
     "SCALES",
+    "Arch",
     "CacheError",
     "Config",
     "DataNotFoundError",
+    "DataSpec",
+    "Distill",
     "EnsdivError",
+    "Heads",
+    "InputSpec",
+    "InvalidInputError",
+    "Joint",
+    "MemberStack",
+    "Optim",
+    "PackedConv2d",
+    "PackedLinear",
+    "Pretrain",
     "Recipe",
     "SatResult",
+    "Seeds",
     "Store",
+    "Supervised",
     "TensorSet",
     "UnknownNameError",
+    "analysis",
+    "apgd",
     "attacks",
     "build_dir",
     "cached",
+    "cached_predictions",
     "corrupt",
+    "count_mult_adds",
+    "count_params",
     "create_model",
     "data",
     "default_store",
@@ -78,23 +104,28 @@ __all__ = [
     "list_corruptions",
     "list_datasets",
     "list_models",
-    "list_presets",
     "load_fashion_mnist",
     "load_paper_set",
+    "losses",
     "metrics",
     "mi_fgsm",
-    "pgd",
     "model_info",
+    "models",
+    "pgd",
     "predict",
     "predict_many",
-    "preset",
     "project_root",
     "register_model",
+    "report",
     "results_dir",
+    "run_attack",
+    "sat_by_source",
     "sat_matrix",
     "sat_one_side",
-    "sat_release",
-    "similarity",
     "store",
+    "to_members",
+    "train",
     "train_recipe",
+    "transfer",
+    "trend_line",
 ]

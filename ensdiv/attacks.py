@@ -15,71 +15,20 @@ accuracy to ~0 (see tests/test_attacks.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from ensdiv.errors import EnsdivError, unknown_name
+from ensdiv.models.input_spec import InputSpec, forward_pixels, input_spec, resize_to
 
 __all__ = [
-    "InputSpec", "input_spec", "forward_pixels", "pgd", "apgd", "apgd_checkpoints", "mi_fgsm", "ATTACKS",
+    "pgd", "apgd", "apgd_checkpoints", "mi_fgsm", "ATTACKS",
     "run_attack", "PGD_DEFAULTS",
 ]
 
 #: PGD settings used when none are given: 50 steps (App. H); ε, α, norm are our choice (see module doc).
 PGD_DEFAULTS = {"eps": 8 / 255, "alpha": 2 / 255, "steps": 50, "norm": "linf", "random_start": True}
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """How a model wants its input: side (``None`` = any) and per-channel mean/std (``None`` = identity)."""
-
-    size: int | None = None
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
-
-
-def input_spec(model: nn.Module) -> InputSpec:
-    """The input pipeline of ``model``.
-
-    ``model.ensdiv_input`` (an :class:`InputSpec` or dict) if set; else timm's ``pretrained_cfg``
-    (``input_size``, ``mean``, ``std``) when ``model.ensdiv_pretrained`` is true (a model trained on
-    normalised inputs); else identity (the ensdiv zoo trains on raw [0, 1] pixels).
-    """
-    spec = getattr(model, "ensdiv_input", None)
-    if isinstance(spec, InputSpec):
-        return spec
-    if isinstance(spec, dict):
-        return InputSpec(**spec)
-    cfg = getattr(model, "pretrained_cfg", None)
-    if isinstance(cfg, dict) and getattr(model, "ensdiv_pretrained", False):
-        size = cfg.get("input_size")
-        return InputSpec(size=int(size[-1]) if size else None, mean=tuple(cfg["mean"]), std=tuple(cfg["std"]))
-    return InputSpec()
-
-
-def _resize(x: torch.Tensor, size: int | None) -> torch.Tensor:
-    if size is None or x.shape[-1] == size and x.shape[-2] == size:
-        return x
-    return F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=False)
-
-
-def forward_pixels(model: nn.Module, x: torch.Tensor, spec: InputSpec | None = None) -> torch.Tensor:
-    """Logits of ``model`` on [0, 1] images ``x``, after its own resize and normalisation.
-
-    Shape:
-        x: (B, C, H, W); returns (B, num_classes).
-    """
-    spec = spec or input_spec(model)
-    x = _resize(x, spec.size)
-    if spec.mean is not None:
-        mean = torch.tensor(spec.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-        std = torch.tensor(spec.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-        x = (x - mean) / std
-    out = model(x)
-    return out[0] if isinstance(out, tuple | list) else out
 
 
 def _check(x: torch.Tensor, y: torch.Tensor, eps: float, steps: int) -> None:
@@ -114,7 +63,7 @@ def _batched(model, x, y, *, eps, steps, batch_size, attack_batch) -> torch.Tens
     was_training = model.training
     model.eval()
     device = next(model.parameters(), torch.empty(0)).device
-    x = _resize(x.float(), spec.size)  # attack at the source model's own resolution
+    x = resize_to(x.float(), spec.size)  # attack at the source model's own resolution
     outs = [attack_batch(x[i : i + batch_size].to(device), y[i : i + batch_size].to(device), spec, device).cpu()
             for i in range(0, len(x), batch_size)]  # fmt: skip
     model.train(was_training)
@@ -321,7 +270,7 @@ def apgd(
     return _batched(model, x, y, eps=eps, steps=steps, batch_size=batch_size, attack_batch=attack_batch)
 
 
-#: Attacks by name (for :func:`ensdiv.similarity.sat_matrix`).
+#: Attacks by name (for :func:`ensdiv.transfer.sat_matrix`).
 ATTACKS = {"pgd": pgd, "apgd": apgd, "mi_fgsm": mi_fgsm}
 
 

@@ -15,7 +15,11 @@ import time
 
 import yaml
 
+from ensdiv.chapters import zoo
+from ensdiv.data import list_datasets
 from ensdiv.errors import EnsdivError
+from ensdiv.paths import project_root
+from ensdiv.runner import build_book, run_notebooks, summary, toc_notebooks
 
 __all__ = ["main"]
 
@@ -28,8 +32,6 @@ def _params(pairs: list[list[str]] | None) -> dict:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ensdiv.runner import run_notebooks, summary, toc_notebooks
-
     if args.list:
         for nb in toc_notebooks():
             print(nb)
@@ -41,8 +43,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_book(args: argparse.Namespace) -> int:
-    from ensdiv.runner import build_book, summary
-
     t0 = time.perf_counter()
     results, index = build_book(scale=args.scale, force=args.force, html_only=args.html_only)
     print(summary(results))
@@ -54,8 +54,6 @@ def _cmd_book(args: argparse.Namespace) -> int:
 
 
 def _cmd_zoo(args: argparse.Namespace) -> int:
-    from ensdiv import zoo
-
     if args.action == "build":
         table = zoo.zoo_build(args.scale, only=args.only)
     else:
@@ -65,8 +63,6 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from ensdiv.paths import project_root
-
     benches = sorted((project_root() / "benchmarks").glob("bench_*.py"))
     if args.only:
         benches = [b for b in benches if any(o in b.stem for o in args.only)]
@@ -79,8 +75,6 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    from ensdiv.data import list_datasets
-
     for name, desc in list_datasets():
         print(f"{name:<40} {desc}")
     return 0

@@ -1,7 +1,8 @@
-"""Scale presets: one place that says what ``smoke``, ``cpu`` and ``paper`` mean for each notebook.
+"""Scale presets: the mechanics that say what ``smoke``, ``cpu`` and ``paper`` mean for a notebook.
 
-A preset is named ``"<paper-slug>/<notebook-stem>"`` and lives in a module of :mod:`ensdiv.presets`
-(one module per paper, discovered automatically) as an entry of that module's ``PRESETS`` dict::
+A preset is named ``"<paper-slug>/<notebook-stem>"``; the presets themselves are book content and live
+in the chapter modules (:mod:`ensdiv.chapters`, one ``PRESETS`` dict per chapter), which resolve them
+here::
 
     PRESETS = {
         "packed-ensembles/tab01": {
@@ -12,20 +13,18 @@ A preset is named ``"<paper-slug>/<notebook-stem>"`` and lives in a module of :m
         },
     }
 
-:func:`preset` merges ``common`` with the scale's block, applies explicit overrides (``None`` means
+:func:`resolve_preset` merges ``common`` with the scale's block, applies explicit overrides (``None`` means
 "keep the preset"), checks every override names a known key with a value of the preset's type, and
 prints the resolved configuration.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any
 
 from ensdiv.errors import EnsdivError, unknown_name
 
-__all__ = ["SCALES", "Config", "preset", "list_presets"]
+__all__ = ["SCALES", "Config", "resolve_preset", "check_scale"]
 
 SCALES = ("smoke", "cpu", "paper")
 
@@ -42,21 +41,6 @@ class Config(dict):
     def __repr__(self) -> str:
         width = max((len(k) for k in self), default=0)
         return "\n".join(f"{k:<{width}} = {v!r}" for k, v in self.items())
-
-
-def _all_presets() -> dict[str, dict[str, dict[str, Any]]]:
-    import ensdiv.presets as pkg
-
-    found: dict[str, dict[str, dict[str, Any]]] = {}
-    for info in pkgutil.iter_modules(pkg.__path__):
-        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
-        found.update(getattr(module, "PRESETS", {}))
-    return found
-
-
-def list_presets() -> list[str]:
-    """Names of every registered preset."""
-    return sorted(_all_presets())
 
 
 def check_scale(scale: str) -> str:
@@ -79,11 +63,14 @@ def _type_ok(default: Any, value: Any) -> bool:
     return isinstance(value, type(default))
 
 
-def preset(name: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any) -> Config:
-    """Resolve the preset ``name`` at ``scale`` with explicit overrides.
+def resolve_preset(
+    name: str, spec: dict[str, dict[str, Any]], scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any
+) -> Config:
+    """Resolve the preset ``spec`` (named ``name``) at ``scale`` with explicit overrides.
 
     Args:
-        name: ``"<paper-slug>/<notebook-stem>"``.
+        name: ``"<paper-slug>/<notebook-stem>"`` (for messages and the ``preset`` field).
+        spec: ``{"common": {...}, "smoke": {...}, "cpu": {...}, "paper": {...}}``.
         scale: ``"smoke"``, ``"cpu"`` or ``"paper"``.
         verbose: print the resolved configuration.
         **overrides: values that replace the preset's; ``None`` keeps the preset's value.
@@ -95,11 +82,7 @@ def preset(name: str, scale: str = "cpu", /, *, verbose: bool = True, **override
         UnknownNameError: unknown preset, scale, or override key.
         EnsdivError: an override whose type differs from the preset's value.
     """
-    presets = _all_presets()
-    if name not in presets:
-        raise unknown_name("preset", name, presets)
     check_scale(scale)
-    spec = presets[name]
     cfg = Config(preset=name, scale=scale)
     cfg.update(spec.get("common", {}))
     cfg.update(spec.get(scale, {}))

@@ -15,13 +15,16 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn as nn
+from tqdm.auto import tqdm
 
 from ensdiv.data.registry import TensorSet, get_dataset
 from ensdiv.errors import EnsdivError
-from ensdiv.recipes import Recipe
-from ensdiv.store import Store, default_store
+from ensdiv.store import Store, cached, config_key, default_store
+from ensdiv.train.build import model_cache_config, train_recipe
+from ensdiv.train.recipes import Recipe
 
-__all__ = ["predict", "predict_many", "dataset_fingerprint", "PREDICT_VERSION"]
+__all__ = ["predict", "predict_many", "cached_predictions", "predictions_config", "run_model", "dataset_fingerprint",
+           "PREDICT_VERSION"]
 
 PREDICT_VERSION = 1
 
@@ -110,6 +113,25 @@ def run_model(
     return result
 
 
+def predictions_config(recipe: Recipe, set_key: str, *, features: bool = False) -> dict:
+    """The store config of ``recipe``'s predictions on the set keyed ``set_key``."""
+    return {"version": PREDICT_VERSION, "model": model_cache_config(recipe), "dataset": set_key,
+            "features": bool(features)}
+
+
+def cached_predictions(recipe: Recipe, dataset: str | TensorSet, *, store: Store | None = None
+                       ) -> torch.Tensor | None:
+    """The cached logits of ``recipe`` on ``dataset``, or ``None`` if they are not cached (nothing is
+    trained or computed)."""
+    _, set_key = _resolve(dataset)
+    store = store or default_store()
+    cfg = predictions_config(recipe, set_key)
+    if not store.path("predictions", config_key(cfg)).exists():
+        return None
+    out = store.load("predictions", cfg)
+    return None if out is None else out["logits"]
+
+
 def predict(
     model_or_recipe: nn.Module | Recipe,
     dataset: str | TensorSet,
@@ -137,7 +159,6 @@ def predict(
     """
     data, set_key = _resolve(dataset)
     if isinstance(model_or_recipe, Recipe):
-        from ensdiv.train import model_cache_config, train_recipe
 
         recipe = model_or_recipe
         cfg = {
@@ -150,8 +171,6 @@ def predict(
         def compute() -> dict[str, torch.Tensor]:
             model = train_recipe(recipe, store=store)
             return run_model(model, data, features=features, batch_size=batch_size)
-
-        from ensdiv.store import cached
 
         out = cached("predictions", cfg, compute, store=store or default_store())
     elif isinstance(model_or_recipe, nn.Module):
@@ -171,7 +190,7 @@ def predict_many(
     Returns:
         Logits shaped (M, N, C), one row per recipe, in order.
     """
-    from tqdm.auto import tqdm
+
 
     outs = [
         predict(r, dataset, store=store)

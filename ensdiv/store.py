@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from ensdiv.errors import CacheError
+from ensdiv.paths import project_root
 
 __all__ = ["Store", "default_store", "config_key", "cached", "CorruptEntryWarning"]
 
@@ -180,14 +181,8 @@ def default_store() -> Store:
     """The store under ``$ENSDIV_CACHE`` (default ``.cache/ensdiv`` in the working folder's project root)."""
     root = os.environ.get("ENSDIV_CACHE")
     if not root:
-        root = str(_project_root() / ".cache" / "ensdiv")
+        root = str(project_root() / ".cache" / "ensdiv")
     return Store(root)
-
-
-def _project_root() -> Path:
-    from ensdiv.paths import project_root
-
-    return project_root()
 
 
 def cached(kind: str, config: Mapping[str, Any], compute: Callable[[], Any], *, store: Store | None = None) -> Any:

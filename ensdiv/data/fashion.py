@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from ensdiv.data.registry import TensorSet, register_family
-from ensdiv.errors import DataNotFoundError
+from ensdiv.errors import DataNotFoundError, unknown_name
+from ensdiv.paths import project_root
 
 __all__ = ["FASHION_CLASSES", "find_fashion_mnist", "load_fashion_mnist", "VAL_SIZE", "VAL_SEED"]
 
@@ -42,13 +43,12 @@ HOW_TO_GET = (
 )
 
 
-def _data_home() -> Path:
+def data_home() -> Path:
     env = os.environ.get("ENSDIV_DATA")
     if env:
         return Path(env)
-    from ensdiv.store import _project_root
 
-    return _project_root() / "data"
+    return project_root() / "data"
 
 
 def _has_files(folder: Path) -> bool:
@@ -62,7 +62,7 @@ def find_fashion_mnist(*, download: bool = True) -> Path:
     Raises:
         DataNotFoundError: not found anywhere and the download failed or was not allowed.
     """
-    home = _data_home()
+    home = data_home()
     candidates = []
     if os.environ.get("ENSDIV_DATA"):
         candidates += [home, home / "fashion-mnist", home / "FashionMNIST" / "raw"]
@@ -117,7 +117,6 @@ def load_fashion_mnist(split: str = "train") -> TensorSet:
         A :class:`TensorSet` with ``x`` float32 in [0, 1] shaped (N, 1, 28, 28) and ``y`` int64.
     """
     if split not in ("train", "val", "train-full", "test"):
-        from ensdiv.errors import unknown_name
 
         raise unknown_name("Fashion-MNIST split", split, ["train", "val", "train-full", "test"])
     folder = str(find_fashion_mnist())

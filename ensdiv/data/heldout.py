@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from ensdiv.data.fashion import FASHION_CLASSES, load_fashion_mnist
 from ensdiv.data.registry import TensorSet, register_family
 from ensdiv.errors import unknown_name
 
@@ -33,7 +34,6 @@ def fashion_holdout(split: str) -> TensorSet:
     """One split of the held-out-class benchmark (see the module docstring)."""
     if split not in _SPLITS:
         raise unknown_name("held-out-class split", split, _SPLITS)
-    from ensdiv.data.fashion import FASHION_CLASSES, load_fashion_mnist
 
     base = load_fashion_mnist("test" if split == "ood" else split)
     out = torch.isin(base.y, torch.tensor(HELD_OUT_CLASSES))

@@ -79,13 +79,11 @@ def register_family(
 
 def dataset_names() -> list[str]:
     """Every registered set name."""
-    _load_builtin_families()
     return sorted(n for fam in _FAMILIES.values() for n in fam.names())
 
 
 def list_datasets() -> list[tuple[str, str]]:
     """``(name, description)`` for every registered set."""
-    _load_builtin_families()
     rows = []
     for fam in _FAMILIES.values():
         rows.extend((n, fam.description) for n in fam.names())
@@ -98,21 +96,8 @@ def get_dataset(name: str, **kwargs) -> TensorSet:
     Raises:
         UnknownNameError: ``name`` is not registered (the message lists valid names).
     """
-    _load_builtin_families()
     family, _, rest = name.partition("/")
     if family not in _FAMILIES or name not in set(_FAMILIES[family].names()):
         raise unknown_name("dataset", name, dataset_names())
     parts = rest.split("/") if rest else []
     return _FAMILIES[family].builder(*parts, **kwargs)
-
-
-def _load_builtin_families() -> None:
-    # Importing the modules registers their families; done lazily to keep `import ensdiv` light.
-    import importlib
-    import pkgutil
-
-    import ensdiv.data as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name != "registry":
-            importlib.import_module(f"{pkg.__name__}.{info.name}")

@@ -36,10 +36,11 @@ import zlib
 import torch
 import torch.nn.functional as F
 
-from ensdiv.data import corruptions_ops as ops
-from ensdiv.data.corruptions import C_CORRUPTIONS, PAPER_CBAR, corrupt
-from ensdiv.data.registry import TensorSet, register_family
-from ensdiv.errors import EnsdivError
+from ensdiv.data.corruptions import C_CORRUPTIONS, PAPER_CBAR, corrupt, ops
+from ensdiv.data.fashion import FASHION_CLASSES, load_fashion_mnist
+from ensdiv.data.registry import TensorSet, get_dataset, register_family
+from ensdiv.errors import EnsdivError, unknown_name
+from ensdiv.store import cached
 
 __all__ = [
     "RENDITION_STYLES",
@@ -83,14 +84,10 @@ def _to_uint8(x: torch.Tensor) -> torch.Tensor:
 
 
 def _fashion_test() -> TensorSet:
-    from ensdiv.data.fashion import load_fashion_mnist
-
     return load_fashion_mnist("test")
 
 
 def _cached_set(name: str, config: dict, compute, classes: list[str], description: str) -> TensorSet:
-    from ensdiv.store import cached
-
     payload = cached("datasets", {"version": _VERSION, "name": name, **config}, compute)
     x = payload["x"].float().div_(255.0)
     return TensorSet(x, payload["y"], name, classes, description)
@@ -98,7 +95,6 @@ def _cached_set(name: str, config: dict, compute, classes: list[str], descriptio
 
 def fashion_c(corruption: str, severity: str | int) -> TensorSet:
     """``fmnist-c/<corruption>/<severity>``: the test split under one ImageNet-C corruption."""
-    from ensdiv.data.fashion import FASHION_CLASSES
 
     sev = int(severity)
     name = f"fmnist-c/{corruption}/{sev}"
@@ -116,7 +112,6 @@ def fashion_c(corruption: str, severity: str | int) -> TensorSet:
 
 def fashion_cbar(corruption: str, strength: str | float) -> TensorSet:
     """``fmnist-cbar/<corruption>/<strength>``: the test split under one ImageNet-C̄ corruption."""
-    from ensdiv.data.fashion import FASHION_CLASSES
 
     t = float(strength)
     name = f"fmnist-cbar/{corruption}/{_strength_text(t)}"
@@ -155,7 +150,6 @@ def resample(x: torch.Tensor, *, seed: int) -> torch.Tensor:
 
 def fashion_v2() -> TensorSet:
     """``fmnist-v2``: the test images re-framed by :func:`resample` (ImageNetV2 analogue)."""
-    from ensdiv.data.fashion import FASHION_CLASSES
 
     seed = _seed("fmnist-v2")
 
@@ -222,14 +216,12 @@ def render(x: torch.Tensor, style: str, *, seed: int = 0) -> torch.Tensor:
     if style == "stipple":
         g = torch.Generator().manual_seed(seed)
         return (torch.rand(x.shape, generator=g) < x**1.2).float()
-    from ensdiv.errors import unknown_name
 
     raise unknown_name("rendition style", style, RENDITION_STYLES)
 
 
 def fashion_r(style: str | None = None) -> TensorSet:
     """``fmnist-r`` (each test image in one random style) or ``fmnist-r/<style>`` (all in one style)."""
-    from ensdiv.data.fashion import FASHION_CLASSES
 
     name = "fmnist-r" if style is None else f"fmnist-r/{style}"
     seed = _seed(name)
@@ -283,7 +275,6 @@ def noise_ood(kind: str) -> TensorSet:
     thresholded into bright blobs on black (closer to the look of Fashion-MNIST than pixel noise).
     """
     if kind not in NOISE_KINDS:
-        from ensdiv.errors import unknown_name
 
         raise unknown_name("noise kind", kind, NOISE_KINDS)
     seed = _seed(f"noise/{kind}")
@@ -311,10 +302,8 @@ def noise_ood(kind: str) -> TensorSet:
 
 def load_shift_set(name: str) -> TensorSet:
     """Build or load any set of :func:`shift_set_names` by name."""
-    from ensdiv.data.registry import get_dataset
 
     if name not in shift_set_names():
-        from ensdiv.errors import unknown_name
 
         raise unknown_name("shift set", name, shift_set_names())
     return get_dataset(name)

@@ -9,7 +9,7 @@ scales (crop sides 28 to 280 pixels, so both fine grain and large ice structures
 Each crop is stretched to its own 1st-99th intensity percentiles. The raw photographs are low-contrast
 (standard deviation 0.07-0.17 on [0, 1]), whereas DTD photographs span the whole range; without the
 stretch the set would be a near-constant grey that any model flags as OOD.
-The paper-scale DTD loader is :func:`ensdiv.data.paper_sets.textures`.
+The paper-scale DTD loader is :func:`ensdiv.data.paper.sets.textures`.
 """
 
 from __future__ import annotations

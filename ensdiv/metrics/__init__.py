@@ -1,29 +1,54 @@
 """Diversity, similarity, uncertainty and calibration measures of the five papers, as functions on tensors.
 
 Shapes: member logits/probabilities (M, N, C), member predictions (M, N), labels (N,).
-Submodules: :mod:`~ensdiv.metrics.diversity` (prediction diversity), :mod:`~ensdiv.metrics.uncertainty`
-(per-sample OOD scores), :mod:`~ensdiv.metrics.calibration` (accuracy, NLL, ECE, AUROC, ...),
+Submodules: :mod:`~ensdiv.metrics.diversity` (prediction diversity), :mod:`~ensdiv.metrics.consistency`
+(two-model measures of training-methods), :mod:`~ensdiv.metrics.uncertainty` (per-sample OOD
+scores), :mod:`~ensdiv.metrics.calibration` (accuracy, NLL, ECE, AUROC, ...),
 :mod:`~ensdiv.metrics.gain` (ensemble gain), :mod:`~ensdiv.metrics.representation` (CKA),
 :mod:`~ensdiv.metrics.attribution` (Eq. 7/8 of design-diversity), :mod:`~ensdiv.metrics.similarity`
-(SAT score), :mod:`~ensdiv.metrics.sweep` (all C(M, k) ensembles at once).
+(SAT score), :mod:`~ensdiv.metrics.sweep` (all C(M, k) ensembles at once),
+:mod:`~ensdiv.metrics.combine` (the combination rules, re-exported by :mod:`ensdiv.ensembles`) and
+:mod:`~ensdiv.metrics.checks` (the shared input checks and dtype rule).
+
+The contract (torchmetrics' functional style):
+
+* Every metric returns a :class:`torch.Tensor`, 0-d for a scalar. Floating inputs are computed in
+  float32 for bfloat16/float16 and in their own dtype otherwise, and the result has that dtype;
+  metrics of integer predictions, labels or boolean indicators return float64 (CKA/HSIC compute in
+  float64 and return their inputs' dtype). See :func:`~ensdiv.metrics.checks.compute_dtype`.
+* Every metric takes a keyword-only ``validate_args: bool = True``; ``False`` runs no input check
+  (array-likes are still converted to tensors). Options that select a formula (an unknown
+  ``reduction``, ``kernel``, ...) raise either way.
+* A bad input raises :class:`~ensdiv.errors.InvalidInputError`, both an
+  :class:`~ensdiv.errors.EnsdivError` and a :class:`ValueError`. The probability check accepts row
+  sums within max(1e-4, 8 · eps(dtype)) of 1, so a bfloat16 softmax passes.
+
+Exceptions to "returns a tensor", where a tensor makes no sense:
+
+* :func:`pair_counts` returns a dict of four named (M, M) tensors (N11, N10, N01, N00).
+* :func:`ensemble_sweep` returns a pandas DataFrame: one row of mixed columns (member tuples,
+  names, numbers) per ensemble.
+* :class:`MinibatchCKA` is an accumulator class, not a metric (its ``compute`` returns a tensor).
+* :data:`SAT_EPS` and :data:`SAT_IDENTICAL` are float constants.
+* :func:`attribution_variance_penalty` is a training loss (a differentiable 0-d tensor); it will
+  move to the losses module.
+* :func:`attributions` and :func:`gram_linear` / :func:`gram_rbf` / :func:`combination_index`
+  return tensors but are inputs to metrics rather than metrics.
 """
 
 from ensdiv.metrics.attribution import attribution_diversity, attribution_variance_penalty, attributions
 from ensdiv.metrics.calibration import accuracy, aupr, auroc, brier, ece, fpr_at_tpr, nll
+from ensdiv.metrics.consistency import conversion_rate, error_consistency, error_inconsistency, specialization_angle
 from ensdiv.metrics.diversity import (
-    conversion_rate,
     correlation_coefficient,
     disagreement,
     disagreement_matrix,
     double_fault,
     equitability,
-    error_consistency,
-    error_inconsistency,
     num_unique,
     oracle_disagreement,
     pair_counts,
     q_statistic,
-    specialization_angle,
 )
 from ensdiv.metrics.gain import all_wrong_ratio, ensemble_improvement, error_reduction_rate
 from ensdiv.metrics.representation import MinibatchCKA, cka, cka_map, gram_linear, gram_rbf, hsic

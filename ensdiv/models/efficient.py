@@ -1,6 +1,6 @@
 """The efficient-ensemble baselines of Table 1 of packed-ensembles: BatchEnsemble, MIMO, Masksembles.
 
-All three are built on the same ResNet as Packed-Ensembles (:class:`ensdiv.models.packed.PackedResNet`
+All three are built on the same ResNet as Packed-Ensembles (:class:`ensdiv.models.packed_resnet.PackedResNet`
 with α = M = γ = 1, i.e. an ordinary ResNet), so the comparison changes only the ensembling
 mechanism. Each model returns member logits ``(M, B, C)`` in eval mode and defines
 ``training_loss(x, y)`` for the shared training engine. The single model and Deep Ensembles need
@@ -25,9 +25,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ensdiv.errors import EnsdivError
-from ensdiv.models.packed import PackedResNet, packed_resnet
+from ensdiv.models.layers.packed import PackedLinear, to_members
+from ensdiv.models.packed_resnet import PackedResNet, packed_resnet
 from ensdiv.models.registry import register_model
-from ensdiv.packed import PackedLinear, to_members
 
 __all__ = [
     "BatchEnsembleConv2d",

@@ -1,7 +1,7 @@
 """Paper-scale models: the papers' timm architectures, with pretrained weights only from local files.
 
-A zoo name maps to the architecture the papers used (``"resnet"`` -> ``resnet50``, ``"deit"`` ->
-``deit_tiny_patch16_224``, ...); any timm model name is accepted as well, and the 69 model names of
+Paper-scale models are named by their timm names (``resnet50``, ``deit_tiny_patch16_224``, ...);
+:data:`PAPER_MODELS` says which CPU-scale architecture stands for which of them; the 69 model names of
 attack-similarity's SAT table (``book/data/sat/model_features_release.csv``) resolve through
 :data:`ALIASES` where newer timm renamed them. Nothing is downloaded: ``pretrained=True`` uses timm's
 Hugging Face cache (``$HF_HOME/hub``) only, and ``pretrained="/path/file"`` loads that file.
@@ -18,16 +18,19 @@ import os
 from pathlib import Path
 from typing import Any
 
+import timm
 import torch
 import torch.nn as nn
 
 from ensdiv.errors import EnsdivError, unknown_name
+from ensdiv.models.input_spec import InputSpec, forward_pixels, input_spec
 
 __all__ = ["PAPER_MODELS", "ALIASES", "create_paper_model", "resolve_paper_name", "sat_model_names",
            "PixelModel", "paper_models"]
 
-#: cpu-zoo name -> the timm model the papers used (design-diversity Table 1 / Table i; training-methods'
-#: ResNet-50 base; attack-similarity's ResNet/ViT re-training).
+#: CPU-scale architecture name -> the timm model the papers used for it (design-diversity Table 1 /
+#: Table i; training-methods' ResNet-50 base; attack-similarity's ResNet/ViT re-training). The paper
+#: zoo uses the timm names; this table says which CPU-scale model stands for which paper model.
 PAPER_MODELS = {
     "resnet": "resnet50",
     "resnext": "resnext50_32x4d",
@@ -62,21 +65,22 @@ def sat_model_names() -> list[str]:
         return [row["Model name"] for row in csv.DictReader(fh)]
 
 
-def resolve_paper_name(name: str) -> str:
-    """The timm name for a zoo name, an aliased SAT name, or a timm name (unknown -> close matches)."""
-    import timm
-
-    name = PAPER_MODELS.get(name, name)
+def is_timm_name(name: str) -> bool:
+    """Whether ``name`` (after :data:`ALIASES`) is a timm model, or torchvision's ``squeezenet1_1``."""
     name = ALIASES.get(name, name)
-    if name == "squeezenet1_1" or timm.is_model(name):
-        return name
-    raise unknown_name("paper-scale model", name, list(PAPER_MODELS) + timm.list_models())
+    return name == "squeezenet1_1" or timm.is_model(name)
+
+
+def resolve_paper_name(name: str) -> str:
+    """The timm name for an aliased SAT name or a timm name (unknown -> close matches)."""
+    resolved = ALIASES.get(name, name)
+    if is_timm_name(resolved):
+        return resolved
+    raise unknown_name("timm model", name, timm.list_models())
 
 
 def _local_weights(model_name: str) -> str | None:
     """Path of timm's cached pretrained weights for ``model_name``, or None (never downloads)."""
-    import timm
-
     cfg = timm.models.get_pretrained_cfg(model_name) if hasattr(timm.models, "get_pretrained_cfg") else None
     repo = getattr(cfg, "hf_hub_id", None) if cfg is not None else None
     if not repo:
@@ -112,8 +116,6 @@ def create_paper_model(
         UnknownNameError: not a zoo name, SAT name or timm name.
         EnsdivError: ``pretrained`` asked for but the weights are not on this machine.
     """
-    import timm
-
     timm_name = resolve_paper_name(name)
     if timm_name == "squeezenet1_1":
         import torchvision
@@ -142,7 +144,6 @@ def create_paper_model(
         m = timm.create_model(timm_name, pretrained=True, **kwargs)
         from timm.data import resolve_data_config
 
-        from ensdiv.attacks import InputSpec  # lazy: ensdiv.attacks is not needed to build models
 
         dc = resolve_data_config(model=m)
         m.ensdiv_input = InputSpec(
@@ -172,7 +173,6 @@ class PixelModel(nn.Module):
 
     def __init__(self, model: nn.Module, name: str):
         super().__init__()
-        from ensdiv.attacks import InputSpec, input_spec
 
         self.model, self.ensdiv_name = model, name
         self.inner_spec = input_spec(model)
@@ -187,8 +187,6 @@ class PixelModel(nn.Module):
         }
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from ensdiv.attacks import forward_pixels
-
         return forward_pixels(self.model, x, self.inner_spec)
 
 
@@ -224,7 +222,7 @@ def paper_models(
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     out = []
     for name in names:
-        m = create_paper_model(name, num_classes=1000, in_chans=3, img_size=224,
+        m = create_paper_model(PAPER_MODELS.get(name, name), num_classes=1000, in_chans=3, img_size=224,
                                pretrained=(weights or {}).get(name, True))  # fmt: skip
         out.append(PixelModel(m, name).eval().to(device))
     return out

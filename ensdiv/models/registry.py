@@ -2,11 +2,12 @@
 
 Every entry is a factory ``factory(num_classes, in_chans, img_size, **kw) -> nn.Module`` registered with
 :func:`register_model` under a name, a family and a one-line description. The ``cpu``-scale zoo
-(:mod:`ensdiv.models.zoo_cpu`) registers small configurations of timm's own model classes sized for
+(:mod:`ensdiv.models.cpu`) registers small configurations of timm's own model classes sized for
 28x28x1 Fashion-MNIST, plus tiny ``test_*`` variants for smoke runs; other helpers register their
-ensembles-in-one-model (Packed-Ensembles, BatchEnsemble, ...) the same way. At ``paper`` scale a zoo
-name maps to the paper's timm model (:mod:`ensdiv.models.paper`), and any timm model name is
-accepted directly.
+ensembles-in-one-model (Packed-Ensembles, BatchEnsemble, ...) the same way. A name that is not
+registered but is a timm model name builds that timm model (:mod:`ensdiv.models.paper`), with
+pretrained weights from local files only. Importing :mod:`ensdiv.models` imports every module that
+registers models, so the registry is complete after ``import ensdiv``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Any
 import torch.nn as nn
 
 from ensdiv.errors import EnsdivError, unknown_name
+from ensdiv.models.paper import create_paper_model, is_timm_name
 
-__all__ = ["register_model", "create_model", "list_models", "model_info", "ModelEntry"]
+__all__ = ["register_model", "create_model", "list_models", "model_info", "is_registered", "ModelEntry"]
 
 
 @dataclass(frozen=True)
@@ -55,16 +57,9 @@ def register_model(name: str, *, family: str, description: str = "", version: in
     return deco
 
 
-def _ensure_builtin() -> None:
-    # Importing the modules of ensdiv.models registers their models (the cpu zoo, Packed-Ensembles, ...).
-    import importlib
-    import pkgutil
-
-    import ensdiv.models as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name not in ("registry", "paper", "stats", "plain"):
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+def is_registered(name: str) -> bool:
+    """Whether ``name`` is a registered ensdiv model (timm's own names are not)."""
+    return name in _MODELS
 
 
 def list_models(
@@ -79,7 +74,6 @@ def list_models(
     """
     import fnmatch
 
-    _ensure_builtin()
     names = sorted(_MODELS)
     if pattern:
         names = [n for n in names if fnmatch.fnmatch(n, pattern)]
@@ -92,7 +86,6 @@ def list_models(
 
 def model_info(name: str) -> ModelEntry:
     """The registry entry of ``name`` (raises :class:`UnknownNameError` with close matches)."""
-    _ensure_builtin()
     if name not in _MODELS:
         raise unknown_name("model", name, _MODELS)
     return _MODELS[name]
@@ -110,22 +103,22 @@ def create_model(
     num_classes: int = 10,
     in_chans: int = 1,
     img_size: int = 28,
-    scale: str = "cpu",
     pretrained: bool | str = False,
     **overrides: Any,
 ) -> nn.Module:
-    """Build a registered model (or, at ``paper`` scale, the paper's timm model).
+    """Build a registered model, or a timm ImageNet model by its timm name.
+
+    A name is one architecture: the CPU-scale ResNet is ``"resnet"``, the paper's ResNet-50 is timm's
+    ``"resnet50"``; presets and the zoo pick the name per scale.
 
     Args:
         name: a registered name (:func:`list_models`), e.g. ``"resnet"``, ``"vit"``, ``"test_cnn"``;
-            at ``scale="paper"`` also any timm model name, or a name of the SAT table (renamed timm
-            names are aliased).
+            or any timm model name (``"resnet50"``, ``"deit_tiny_patch16_224"``), or a name of the
+            SAT table that newer timm renamed (:data:`ensdiv.models.paper.ALIASES`).
         num_classes: number of output classes.
         in_chans: image channels (1 for Fashion-MNIST).
         img_size: image side in pixels.
-        scale: ``"cpu"`` (and ``"smoke"``): the small registered configuration; ``"paper"``: the
-            paper's timm architecture for this zoo name (``"resnet"`` -> ``resnet50``, ...).
-        pretrained: paper scale only: ``True`` uses timm's local cache, a path loads that file;
+        pretrained: timm models only: ``True`` uses timm's local cache, a path loads that file;
             nothing is downloaded.
         **overrides: passed to the factory (e.g. ``drop_rate=0.1``, widths).
 
@@ -133,31 +126,24 @@ def create_model(
         The model, in train mode, on CPU.
 
     Raises:
-        UnknownNameError: unknown name (the message lists close matches).
+        UnknownNameError: neither registered nor a timm name (the message lists close matches).
         EnsdivError: a bad size argument, or pretrained weights not found locally.
     """
     _check_int("num_classes", num_classes)
     _check_int("in_chans", in_chans)
     _check_int("img_size", img_size)
-    if scale == "paper":
-        from ensdiv.models.paper import create_paper_model
-
+    if name not in _MODELS:
+        if not is_timm_name(name):
+            raise unknown_name("model", name, _MODELS)
         return create_paper_model(
-            name,
-            num_classes=num_classes,
-            in_chans=in_chans,
-            img_size=img_size,
-            pretrained=pretrained,
-            **overrides,
+            name, num_classes=num_classes, in_chans=in_chans, img_size=img_size, pretrained=pretrained, **overrides
         )
-    if scale not in ("cpu", "smoke"):
-        raise unknown_name("scale", scale, ["smoke", "cpu", "paper"])
     if pretrained:
         raise EnsdivError(
-            f"Pretrained weights exist only at paper scale; call create_model({name!r}, scale='paper', "
-            "pretrained=True) or train the cpu-scale model with ed.train_recipe."
+            f"{name!r} is a registered CPU-scale model without pretrained weights; train it with "
+            "ed.train_recipe, or name a timm model (e.g. 'resnet50') for pretrained weights."
         )
-    entry = model_info(name)
+    entry = _MODELS[name]
     try:
         return entry.factory(num_classes, in_chans, img_size, **overrides)
     except TypeError as exc:

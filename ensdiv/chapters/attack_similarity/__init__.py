@@ -1,0 +1,228 @@
+"""The attack-similarity chapter (Hwang et al., *Similarity of Neural Architectures using Adversarial
+Attack Transferability*, ECCV 2024): its recipes, evaluation set and SAT runs, the released data's
+analyses (:mod:`~ensdiv.chapters.attack_similarity.release`), and its presets.
+
+The SAT engine itself (attacks, transfer matrices) is library code: :func:`ensdiv.sat_matrix`,
+:func:`ensdiv.sat_by_source`, :mod:`ensdiv.transfer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+import ensdiv as ed
+from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters.attack_similarity import release
+from ensdiv.chapters.zoo import EVAL_SET, zoo_recipes
+
+SLUG = "attack-similarity"
+
+__all__ = [
+    "SLUG",
+    "PRESETS",
+    "preset",
+    "release",
+    "chapter_recipes",
+    "chapter_eval_set",
+    "chapter_sat",
+    "draw_cluster_ensembles",
+    "zoo_recipes",
+    "EVAL_SET",
+]
+
+
+def chapter_recipes(cfg: Any, keys: Sequence[str] | None = None) -> list:
+    """The shared zoo's recipes (:func:`ensdiv.chapters.zoo.zoo_recipes`) for the keys/patterns ``keys`` (default
+    ``cfg.zoo``) at ``cfg.scale``, named by their key without the category (``"arch/vit"`` → ``"vit"``).
+
+    At ``paper`` scale a key without a category (``"sat69"``: the paper's 69 models; a SAT table or
+    timm name) gives the paper's *pretrained* ImageNet models instead, as nn.Modules taking [0, 1]
+    pixels (:func:`ensdiv.models.paper.paper_models`); zoo keys (``"arch/vit"``) stay recipes.
+    """
+    if cfg["scale"] == "paper":
+        out: list = []
+        for key in list(keys or cfg["zoo"]):
+            if "/" in key:
+                out += [r.replace(name=k.split("/", 1)[-1]) for k, r in zoo_recipes("paper", [key]).items()]
+            else:
+                out += ed.models.paper_models(key)
+        return out
+    zoo = zoo_recipes(cfg["scale"], list(keys or cfg["zoo"]))
+    return [r.replace(name=k.split("/", 1)[-1]) for k, r in zoo.items()]
+
+
+def chapter_eval_set(cfg: Any) -> Any:
+    """The zoo's evaluation set at ``cfg.scale`` (a name), subset to ``cfg.eval_subset`` when non-zero."""
+    name = EVAL_SET[cfg["scale"]]
+    if not cfg.get("eval_subset"):
+        return name
+    return ed.get_dataset(name).subset(cfg["eval_subset"], seed=cfg["seed"])
+
+
+def chapter_sat(cfg: Any, recipes: Sequence[Any], *, attack: str | None = None, steps: int | None = None,
+                names: Sequence[str] | None = None) -> ed.SatResult:
+    """:func:`sat_matrix` of ``recipes`` on the zoo evaluation set, attack set by a chapter preset."""
+    attack = attack or cfg["attack"]
+    kw = {"eps": cfg["eps"], "steps": steps or cfg["steps"]}
+    if attack == "pgd":
+        kw["alpha"] = cfg["alpha"]
+    if cfg["scale"] == "paper" and any(isinstance(m, nn.Module) for m in recipes):
+        return ed.sat_by_source(recipes, EVAL_SET["paper"], subsample=cfg["subsample"], attack=attack,
+                             attack_kwargs=kw, names=names, seed=cfg["seed"])  # fmt: skip
+    return ed.sat_matrix(recipes, EVAL_SET[cfg["scale"]], subsample=cfg["subsample"], attack=attack,
+                      attack_kwargs=kw, names=names, seed=cfg["seed"])
+
+
+def draw_cluster_ensembles(labels: Any, size: int, n_clusters_used: int, *, n_draws: int, seed: int = 0):
+    """Random ``size``-model ensembles whose members come from exactly ``n_clusters_used`` clusters (Fig. 3).
+
+    Each draw picks ``n_clusters_used`` clusters at random (among those whose union holds at least
+    ``size`` models), one model from each, then fills the ensemble from the union of the chosen
+    clusters. Duplicate draws are kept (they are samples of the same distribution).
+
+    Returns:
+        Long tensor (K, size) of model indices, K ≤ n_draws (0 rows if no choice of clusters fits).
+    """
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    clusters = sorted(set(labels.tolist()))
+    if not 1 <= n_clusters_used <= min(size, len(clusters)):
+        return torch.zeros(0, size, dtype=torch.long)
+    rows = []
+    for _ in range(n_draws * 20):
+        if len(rows) == n_draws:
+            break
+        chosen = rng.choice(clusters, n_clusters_used, replace=False)
+        pool = np.flatnonzero(np.isin(labels, chosen))
+        if len(pool) < size:
+            continue
+        first = [rng.choice(np.flatnonzero(labels == c)) for c in chosen]
+        rest = rng.choice(np.setdiff1d(pool, first), size - len(first), replace=False)
+        rows.append(sorted([*first, *rest.tolist()]))
+    return torch.tensor(rows, dtype=torch.long).reshape(-1, size)
+
+
+# ---- presets ------------------------------------------------------------------------------------------
+# Presets of the attack-similarity chapter (Hwang et al., SAT; paper file 002).
+#
+# Released-data notebooks (fig01, tab02, figC1, figD2, figD1a) run the paper's own 69×69 matrix at
+# every scale; ``smoke`` only lowers the number of boosting stages, permutations and K-means restarts.
+_RELEASED = {"data_root": None, "seed": 0}
+_SPECTRAL = {"n_clusters": 10}
+
+PRESETS: dict = {
+    "attack-similarity/fig01_component_importance": {
+        # App. B: 500 stages, depth 12, min samples 4, lr 0.02, 10 permutations.
+        "common": {**_RELEASED, "max_depth": 12, "min_samples_split": 4, "learning_rate": 0.02},
+        "smoke": {"n_estimators": 20, "n_repeats": 2},
+        "cpu": {"n_estimators": 500, "n_repeats": 10},
+        "paper": {"n_estimators": 500, "n_repeats": 10},
+    },
+    "attack-similarity/tab02_spectral_clusters": {
+        # App. C: normalised Laplacian, K = 10, K-means with 100 restarts; n_seeds: stability check.
+        "common": {**_RELEASED, **_SPECTRAL},
+        "smoke": {"n_init": 5, "n_seeds": 2},
+        "cpu": {"n_init": 100, "n_seeds": 10},
+        "paper": {"n_init": 100, "n_seeds": 10},
+    },
+    "attack-similarity/figC1_spectral_features": {
+        "common": {**_RELEASED, **_SPECTRAL},
+        "smoke": {"n_init": 5},
+        "cpu": {"n_init": 100},
+        "paper": {"n_init": 100},
+    },
+    "attack-similarity/figD2_similarity_matrix": {
+        "common": {**_RELEASED, **_SPECTRAL},
+        "smoke": {"n_init": 5},
+        "cpu": {"n_init": 100},
+        "paper": {"n_init": 100},
+    },
+    "attack-similarity/figD1a_similarity_distribution": {
+        "common": {**_RELEASED, "bins": 40},
+        "smoke": {},
+        "cpu": {},
+        "paper": {},
+    },
+}
+
+# ---- our own SAT measurements on the shared zoo (ensdiv.chapters.zoo) ------------------------------------------
+# Models are the zoo's recipes (``zoo``: keys or patterns of ensdiv.chapters.zoo.ZOO[scale]), so they are trained
+# once for the whole book. PGD: the paper gives 50 steps only; ε = 0.1 is the usual Fashion-MNIST radius
+# (8/255 leaves small models partly correct), α = ε/4; cpu uses 10 steps on 200 test images to stay
+# affordable on 2 cores (15 attacks ≈ 30k forward+backward image passes).
+_ZOO = {
+    "common": {"seed": 0, "attack": "pgd", "eps": 0.1, "alpha": 0.025, "zoo": ["arch/*"]},
+    "smoke": {"zoo": ["arch/small_cnn", "arch/vit", "arch/mlp"], "subsample": 48, "steps": 3,
+              "eval_subset": 300},
+    "cpu": {"subsample": 200, "steps": 10, "eval_subset": 0},
+    # paper: the paper's 69 pretrained timm ImageNet models ("sat69", ensdiv.models.paper.paper_models)
+    # on imagenet/val-5k (10 % of val, 5 per class), PGD 50 steps at ε = 8/255, α = 2/255 (our choice).
+    "paper": {"zoo": ["sat69"], "subsample": 5000, "steps": 50, "eps": 8 / 255, "alpha": 2 / 255,
+              "eval_subset": 0},
+}
+
+
+def _zoo(**extra_by_scale):
+    out = {k: dict(v) for k, v in _ZOO.items()}
+    for scale, extra in extra_by_scale.items():
+        out[scale].update(extra)
+    return out
+
+
+# Within-architecture variants (Tab. D.1 / Fig. 4): overrides of an architecture's zoo recipe, by group.
+# For the ResNet they coincide with the zoo's reinit/ and hparam/ entries (same cache).
+_VARIANTS = {
+    "resnet": {"init": [{"seed": 1}, {"seed": 2}],
+               "hparam": [{"lr": 0.01}, {"weight_decay": 0.0}],
+               "regime": [{"augment": "flip+mixup"}, {"augment": "flipcrop"}]},
+    "vit": {"init": [{"seed": 1}, {"seed": 2}],
+            "hparam": [{"lr": 0.001}, {"weight_decay": 0.01}],
+            "regime": [{"augment": "flip+mixup"}, {"augment": "flipcrop"}]},
+}  # fmt: skip
+_SMOKE_VARIANTS = {"mlp": {"init": [{"seed": 1}], "hparam": [{"lr": 0.01}],
+                           "regime": [{"augment": "flipcrop"}]}}  # fmt: skip
+_WITHIN = {"smoke": {"base_models": ["arch/mlp"], "variants": _SMOKE_VARIANTS},
+           "cpu": {"base_models": ["arch/resnet", "arch/vit"], "variants": _VARIANTS},
+           "paper": {"base_models": ["arch/resnet", "arch/vit"], "variants": _VARIANTS}}  # fmt: skip
+
+PRESETS.update({
+    "attack-similarity/tabD1_within_architecture": _zoo(**_WITHIN),
+    "attack-similarity/fig02_similarity_vs_err": _zoo(common={"ci": 0.90}),
+    "attack-similarity/fig03_cluster_ensembles": _zoo(
+        common={"n_draws": 50},
+        smoke={"n_clusters": 2, "max_members": 3},
+        cpu={"n_clusters": 4, "max_members": 6},
+        paper={"n_clusters": 10, "max_members": 8},  # §3: K = 10 clusters of the 69 models
+    ),
+    "attack-similarity/fig04_training_vs_architecture": _zoo(
+        smoke={**_WITHIN["smoke"], "n_clusters": 2},
+        cpu={**_WITHIN["cpu"], "n_clusters": 4},
+        paper={**_WITHIN["paper"], "n_clusters": 10},
+    ),
+    "attack-similarity/fig05_distillation": _zoo(
+        # hard-label distillation (DeiT, as the paper) of a small ViT student from each other zoo model
+        common={"student": "arch/vit", "distill": "hard", "distill_alpha": 0.5},
+        smoke={"student": "arch/mlp", "zoo": ["arch/small_cnn", "arch/vit", "arch/mixer"]},
+        # cpu: 9 teachers (3 patch-token, 6 convolutional) to keep 9 distilled students affordable
+        cpu={"zoo": ["arch/vit", "arch/small_cnn", "arch/resnet", "arch/resnext", "arch/densenet",
+                     "arch/efficientnet", "arch/convnext", "arch/deit", "arch/swin", "arch/mixer"]},
+        # paper: students distil from zoo recipes (a Recipe's teacher must be a Recipe), not pretrained models
+        paper={"zoo": ["arch/*"]},
+    ),
+    "attack-similarity/figG1_attack_choice": _zoo(
+        # APGD-CE: AutoAttack's first attack (the paper's Fig. G.1 uses AutoAttack); "mi_fgsm" also works
+        common={"second_attack": "apgd", "second_steps": 10},
+        smoke={"second_steps": 3},
+    ),
+    "attack-similarity/figG2_one_side": _zoo(),
+})
+
+
+def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):
+    """The resolved preset ``attack-similarity/<stem>`` at ``scale`` (see :func:`ensdiv.config.resolve_preset`)."""
+    return chapter_preset(SLUG, PRESETS, stem, scale, verbose=verbose, **overrides)

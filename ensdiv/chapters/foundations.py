@@ -1,0 +1,93 @@
+"""The foundations chapter: the deep-ensemble primer, measuring diversity, corruptions, the zoo, benchmarks.
+
+Holds the presets of the foundations pages (``foundations/<stem>``); the shared model zoo is
+:mod:`ensdiv.chapters.zoo`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ensdiv.chapters._presets import chapter_preset
+
+SLUG = "foundations"
+
+PRESETS = {
+    "foundations/deep_ensemble_basics": {
+        # members copy the zoo's recipe of one architecture and differ only in their seed
+        "common": {"seed": 0, "num_members": 4, "zoo_entry": "arch/small_cnn"},
+        "smoke": {"test_subset": 512},
+        "cpu": {"test_subset": 0},
+        # the foundations page has no paper-scale data of its own: at paper scale it uses the paper zoo
+        # (ImageNet) entry of the same name; packed-ensembles/tab01 holds the CIFAR comparison.
+        "paper": {"test_subset": 0},
+    },
+}
+
+PRESETS["foundations/benchmarks"] = {
+    "common": {"results_folder": ""},
+    "smoke": {},
+    "cpu": {},
+    "paper": {},
+}
+
+# "Measuring diversity" reuses the deep ensemble of deep_ensemble_basics (same members): it trains nothing new.
+_BASE = PRESETS["foundations/deep_ensemble_basics"]
+
+PRESETS["foundations/measuring_diversity"] = {
+    "common": {
+        **_BASE["common"],
+        "n_explain": 64,  # images explained with saliency / attacked with PGD
+        "n_cka": 1000,  # images streamed through MinibatchCKA
+        "cka_batch": 250,
+        "pgd_steps": 50,  # as in attack-similarity §2
+        "pgd_eps": 0.1,  # L∞ radius in [0, 1] pixel units (Fashion-MNIST needs more than 8/255)
+        "ood": "inverted",  # synthetic OOD set: "inverted" (1 - x) or "noise" (uniform)
+    },
+    "smoke": {**_BASE["smoke"], "n_explain": 8, "n_cka": 128, "cka_batch": 64, "pgd_steps": 2},
+    "cpu": {**_BASE["cpu"]},
+    "paper": {**_BASE["paper"]},
+}
+
+PRESETS["foundations/corruptions"] = {
+    "common": {
+        "seed": 0,  # seed of the corruptions drawn for the grids
+        "image_index": 0,  # Fashion-MNIST test image shown in the grids
+        "model": "small_cnn",  # the model of foundations/deep_ensemble_basics (member 0 is reused)
+        "epochs": 3,
+        "batch_size": 128,
+        "lr": 0.05,
+        "train_subset": 0,
+        "eval_subset": 0,  # images per evaluation set (0: all 10,000)
+        "build_sets": True,  # read the cached CPU-scale sets (built on first use)
+        "damage_images": 8,  # images used to measure pixel damage per corruption and level
+        "damage_size": 224,  # the resolution compared with 28 px in the damage table
+        "data_root": "",  # paper scale: folder holding imagenet/val and ImageNet-C-bar
+    },
+    "smoke": {
+        "model": "test_cnn",
+        "epochs": 1,
+        "train_subset": 1024,
+        "eval_subset": 128,
+        "build_sets": False,
+        "damage_images": 2,
+        "damage_size": 48,
+    },
+    "cpu": {},
+    "paper": {},
+}
+
+PRESETS["foundations/zoo"] = {
+    # only: keys or glob patterns of ensdiv.chapters.zoo.ZOO[scale];
+    # train: build missing models (False: show what is cached)
+    "common": {"only": ["arch/*", "dd/*"], "train": True},
+    "smoke": {"only": ["arch/mlp", "arch/small_cnn", "arch/resnet", "arch/vit"]},
+    "cpu": {},
+    # paper scale needs ImageNet (see ensdiv.chapters.zoo); with train=False the table lists what is cached.
+    "paper": {"train": False},
+}
+
+
+def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):
+    """The resolved preset ``foundations/<stem>`` at ``scale`` (see :func:`ensdiv.config.resolve_preset`)."""
+    return chapter_preset(SLUG, PRESETS, stem, scale, verbose=verbose, **overrides)

@@ -1,0 +1,267 @@
+"""Paper-scale evaluation sets read from local folders in their published layouts.
+
+Every loader takes the folder ``root`` where the data was unpacked, checks the layout, and returns a
+:class:`torch.utils.data.Dataset` of ``(image, label)`` pairs. Images go through a torchvision
+transform built from a timm data config (``timm.data.resolve_data_config(model=...)``: input size,
+mean/std, crop fraction, interpolation), so each model sees its own pre-processing. OOD-only sets
+(SVHN as OOD, ImageNet-O, Textures, iNaturalist, OpenImages-O) label every sample ``-1``.
+
+ImageNet-R and ImageNet-A have 200 of the 1000 ImageNet classes. Their labels are indices in the
+1000-class order (the sorted wnid folders of the ImageNet val folder when ``imagenet_root`` is given,
+else timm's ImageNet-1k list, which is the same order), and ``dataset.class_mask`` holds the 1000-class
+indices of the dataset's wnid folders: evaluate with ``logits[:, dataset.class_mask]`` and labels
+``dataset.masked_targets``.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Dataset
+
+from ensdiv.data.paper.common import (  # noqa: F401 - re-exported
+    _SOURCES,
+    CIFAR_C_CORRUPTIONS,
+    CIFAR_MEAN,
+    CIFAR_STD,
+    DTD_CLASSES,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    ArrayImageDataset,
+    ImageFileDataset,
+    _first_dir,
+    _images_in,
+    _missing,
+    eval_transform,
+)
+from ensdiv.data.paper.imagenet import (  # noqa: F401 - re-exported
+    _timm_list,
+    _wnid_folder_set,
+    imagenet_a,
+    imagenet_c,
+    imagenet_cbar,
+    imagenet_o,
+    imagenet_r,
+    imagenet_v2,
+    imagenet_val,
+    imagenet_wnids,
+)
+from ensdiv.errors import DataNotFoundError, EnsdivError, unknown_name
+
+__all__ = [
+    "eval_transform",
+    "ArrayImageDataset",
+    "ImageFileDataset",
+    "cifar",
+    "cifar_c",
+    "svhn",
+    "imagenet_val",
+    "imagenet_v2",
+    "imagenet_c",
+    "imagenet_cbar",
+    "imagenet_r",
+    "imagenet_a",
+    "imagenet_o",
+    "textures",
+    "inaturalist_ood",
+    "openimages_o",
+    "imagenet_wnids",
+    "PAPER_SETS",
+    "load_paper_set",
+    "CIFAR_C_CORRUPTIONS",
+    "DTD_CLASSES",
+]
+
+
+# ---------------------------------------------------------------- CIFAR, CIFAR-C, SVHN
+def cifar(
+    root: str | Path,
+    *,
+    name: str = "cifar10",
+    split: str = "test",
+    transform: Callable | None = None,
+    data_config: Mapping[str, Any] | None = None,
+) -> ArrayImageDataset:
+    """CIFAR-10 or CIFAR-100 from the python pickle batches (``cifar-10-batches-py/``, ``cifar-100-python/``).
+
+    Labels are the 10 classes or CIFAR-100's 100 fine labels.
+    """
+    root = Path(root)
+    if name not in ("cifar10", "cifar100"):
+        raise unknown_name("CIFAR dataset", name, ["cifar10", "cifar100"])
+    if split not in ("train", "test"):
+        raise unknown_name("CIFAR split", split, ["train", "test"])
+    ten = name == "cifar10"
+    files = (
+        (["test_batch"] if split == "test" else [f"data_batch_{i}" for i in range(1, 6)]) if ten else [split]
+    )
+    sub = "cifar-10-batches-py" if ten else "cifar-100-python"
+    folder = _first_dir(root, [sub, ""], lambda f: all((f / b).is_file() for b in files))
+    if folder is None:
+        raise _missing(name.upper().replace("CIFAR", "CIFAR-"), root, f"{sub}/ with {', '.join(files)}", name)
+    xs, ys = [], []
+    for b in files:
+        with open(folder / b, "rb") as fh:
+            d = pickle.load(fh, encoding="bytes")
+        xs.append(np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
+        ys.append(np.asarray(d[b"labels" if ten else b"fine_labels"]))
+    tf = transform or eval_transform(data_config, default="cifar")
+    return ArrayImageDataset(np.concatenate(xs), np.concatenate(ys), tf, name=f"{name}/{split}")
+
+
+def cifar_c(
+    root: str | Path,
+    corruption: str,
+    severity: int,
+    *,
+    name: str = "cifar10",
+    transform: Callable | None = None,
+    data_config: Mapping[str, Any] | None = None,
+) -> ArrayImageDataset:
+    """CIFAR-10-C / CIFAR-100-C: ``<corruption>.npy`` (5 severities stacked) and ``labels.npy``."""
+    root = Path(root)
+    if corruption not in CIFAR_C_CORRUPTIONS:
+        raise unknown_name("CIFAR-C corruption", corruption, CIFAR_C_CORRUPTIONS)
+    if severity not in (1, 2, 3, 4, 5):
+        raise EnsdivError(f"CIFAR-C severity must be an integer 1-5, got {severity!r}.")
+    sub = "CIFAR-10-C" if name == "cifar10" else "CIFAR-100-C"
+    folder = _first_dir(root, [sub, ""], lambda f: (f / "labels.npy").is_file())
+    if folder is None or not (folder / f"{corruption}.npy").is_file():
+        raise _missing(sub, root, f"{sub}/{corruption}.npy and {sub}/labels.npy", f"{name}-c")
+    images = np.load(folder / f"{corruption}.npy", mmap_mode="r")
+    labels = np.load(folder / "labels.npy")
+    if images.ndim != 4 or images.shape[0] % 5 or images.shape[-1] != 3 or len(labels) != len(images):
+        raise EnsdivError(
+            f"{folder / corruption}.npy must be (5n, 32, 32, 3) uint8 with n labels per severity, "
+            f"got {images.shape} and {len(labels)} labels."
+        )
+    n = images.shape[0] // 5
+    sl = slice((severity - 1) * n, severity * n)
+    tf = transform or eval_transform(data_config, default="cifar")
+    return ArrayImageDataset(
+        np.ascontiguousarray(images[sl]), labels[sl], tf, name=f"{sub}/{corruption}/{severity}"
+    )
+
+
+def svhn(
+    root: str | Path,
+    *,
+    split: str = "test",
+    ood: bool = True,
+    transform: Callable | None = None,
+    data_config: Mapping[str, Any] | None = None,
+) -> ArrayImageDataset:
+    """SVHN (format 2, ``<split>_32x32.mat``).
+
+    With ``ood=True`` every sample is labelled -1, else with its digit (SVHN's 10 becomes 0).
+    """
+    root = Path(root)
+    fname = f"{split}_32x32.mat"
+    folder = _first_dir(root, ["", "svhn", "SVHN"], lambda f: (f / fname).is_file())
+    if folder is None:
+        raise _missing("SVHN", root, fname, "svhn")
+    from scipy.io import loadmat
+
+    mat = loadmat(folder / fname)
+    images = np.ascontiguousarray(mat["X"].transpose(3, 0, 1, 2))
+    labels = np.full(len(images), -1) if ood else mat["y"].reshape(-1) % 10
+    tf = transform or eval_transform(data_config, default="cifar")
+    return ArrayImageDataset(images, labels, tf, name=f"svhn/{split}")
+
+
+def textures(
+    root: str | Path, *, transform: Callable | None = None, data_config: Mapping[str, Any] | None = None
+) -> ImageFileDataset:
+    """Describable Textures (``dtd/images/<class>/*.jpg``, 47 classes): OOD, every label -1."""
+    root = Path(root)
+    folder = _first_dir(
+        root, ["dtd/images", "images", ""], lambda f: any((f / c).is_dir() for c in DTD_CLASSES)
+    )
+    expected = "dtd/images/<class>/*.jpg with the 47 DTD class folders (banded, blotchy, ...)"
+    if folder is None:
+        raise _missing("Textures (DTD)", root, expected, "textures")
+    return _wnid_folder_set(
+        folder,
+        "Textures (DTD)",
+        "textures",
+        expected,
+        transform or eval_transform(data_config),
+        valid=list(DTD_CLASSES),
+        index=None,
+        ood=True,
+    )
+
+
+def _flat_ood(root, what, key, subs, transform, data_config) -> ImageFileDataset:
+    root = Path(root)
+    folder = _first_dir(root, subs, lambda f: bool(_images_in(f)))
+    if folder is None:
+        raise _missing(what, root, f"image files under {subs[0]}/", key)
+    files = _images_in(folder)
+    return ImageFileDataset(files, [-1] * len(files), transform or eval_transform(data_config), name=what)
+
+
+def inaturalist_ood(
+    root: str | Path, *, transform: Callable | None = None, data_config: Mapping[str, Any] | None = None
+) -> ImageFileDataset:
+    """The iNaturalist OOD subset of Huang & Li (``iNaturalist/images/*.jpg``, 10,000 images), labels -1."""
+    return _flat_ood(
+        root,
+        "iNaturalist OOD",
+        "inaturalist",
+        ["iNaturalist/images", "iNaturalist", "images", ""],
+        transform,
+        data_config,
+    )
+
+
+def openimages_o(
+    root: str | Path, *, transform: Callable | None = None, data_config: Mapping[str, Any] | None = None
+) -> ImageFileDataset:
+    """OpenImage-O of Wang et al. (``openimage_o/images/*.jpg``, 17,632 images), labels -1."""
+    return _flat_ood(
+        root,
+        "OpenImages-O",
+        "openimages-o",
+        ["openimage_o/images", "openimage_o", "images", ""],
+        transform,
+        data_config,
+    )
+
+
+PAPER_SETS: dict[str, Callable[..., Dataset]] = {
+    "cifar10": lambda root, **kw: cifar(root, name="cifar10", **kw),
+    "cifar100": lambda root, **kw: cifar(root, name="cifar100", **kw),
+    "cifar10-c": lambda root, **kw: cifar_c(root, name="cifar10", **kw),
+    "cifar100-c": lambda root, **kw: cifar_c(root, name="cifar100", **kw),
+    "svhn": svhn,
+    "imagenet": imagenet_val,
+    "imagenet-v2": imagenet_v2,
+    "imagenet-c": imagenet_c,
+    "imagenet-cbar": imagenet_cbar,
+    "imagenet-r": imagenet_r,
+    "imagenet-a": imagenet_a,
+    "imagenet-o": imagenet_o,
+    "textures": textures,
+    "inaturalist": inaturalist_ood,
+    "openimages-o": openimages_o,
+}
+
+
+def load_paper_set(name: str, root: str | Path, **kwargs: Any) -> Dataset:
+    """Load a paper-scale set by name (``"cifar10"``, ``"imagenet-c"``, ...) from ``root``.
+
+    Extra keyword arguments go to the loader (``corruption=``, ``severity=``, ``data_config=`` ...).
+    """
+    if name not in PAPER_SETS:
+        raise unknown_name("paper-scale dataset", name, PAPER_SETS)
+    if root is None or not Path(root).exists():
+        raise DataNotFoundError(
+            f"The data folder {root} for {name!r} does not exist; pass data_root=<folder holding "
+            f"the data>; get it from {_SOURCES[name]}."
+        )
+    return PAPER_SETS[name](root, **kwargs)

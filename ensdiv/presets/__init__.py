@@ -1,1 +1,0 @@
-"""Scale presets, one module per paper (or ``foundations``); see :mod:`ensdiv.config`."""

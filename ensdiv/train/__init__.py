@@ -1,0 +1,61 @@
+"""Training: recipes as data, the Fabric loop, optimisers and schedules, augmentation, training methods.
+
+``Recipe`` (five parts: :class:`Arch`, :class:`DataSpec`, :class:`Optim`, :class:`Seeds` and a method —
+:class:`Supervised`, :class:`Distill`, :class:`Pretrain`, :class:`Joint`, :class:`Heads`) says what to
+train; :func:`train_recipe` trains it once and caches it; :func:`fit` is the loop itself.
+"""
+
+from ensdiv.train.augment import BatchAugment
+from ensdiv.train.build import build_model, load_training_set, model_cache_config, train_recipe
+from ensdiv.train.engine import derive_seed, lr_factor, make_fabric, make_optimizer, seed_everything
+from ensdiv.train.frameworks import SimCLR, pretrain_and_probe, set_classifier, simclr_views
+from ensdiv.train.loop import cpu_state, fit
+from ensdiv.train.recipes import (
+    AUGMENTATIONS,
+    METHODS,
+    OPTIMIZERS,
+    SCHEDULES,
+    Arch,
+    DataSpec,
+    Distill,
+    Heads,
+    Joint,
+    Optim,
+    Pretrain,
+    Recipe,
+    Seeds,
+    Supervised,
+)
+
+__all__ = [
+    "AUGMENTATIONS",
+    "METHODS",
+    "OPTIMIZERS",
+    "SCHEDULES",
+    "Arch",
+    "BatchAugment",
+    "DataSpec",
+    "Distill",
+    "Heads",
+    "Joint",
+    "Optim",
+    "Pretrain",
+    "Recipe",
+    "Seeds",
+    "SimCLR",
+    "Supervised",
+    "build_model",
+    "cpu_state",
+    "derive_seed",
+    "fit",
+    "load_training_set",
+    "lr_factor",
+    "make_fabric",
+    "make_optimizer",
+    "model_cache_config",
+    "pretrain_and_probe",
+    "seed_everything",
+    "set_classifier",
+    "simclr_views",
+    "train_recipe",
+]

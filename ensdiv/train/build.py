@@ -1,0 +1,196 @@
+"""From a recipe to a trained model: build it, train it once, cache it, resume it.
+
+``train_recipe(recipe)`` returns the cached model of a :class:`~ensdiv.train.Recipe` or trains it
+(supervised, distilled, pre-trained + probed, a jointly trained ensemble, or heads over a frozen
+backbone) and caches it in :mod:`ensdiv.store`; supervised and jointly trained models write a
+checkpoint per finished epoch, so an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from ensdiv.data.registry import TensorSet, get_dataset
+from ensdiv.errors import EnsdivError
+from ensdiv.models.registry import create_model, is_registered, model_info
+from ensdiv.models.stack import BackboneWithHeads, HeadStack
+from ensdiv.store import Store, config_key, default_store
+from ensdiv.train.engine import derive_seed
+from ensdiv.train.frameworks import build_joint, distillation_loss, joint_loss, pretrain_and_probe, train_heads
+from ensdiv.train.loop import cpu_state, fit
+from ensdiv.train.recipes import Distill, Heads, Joint, Pretrain, Recipe
+
+__all__ = ["train_recipe", "build_model", "load_training_set", "model_cache_config", "TRAIN_VERSION"]
+
+TRAIN_VERSION = 2
+
+
+def model_cache_config(recipe: Recipe) -> dict[str, Any]:
+    """The store config of the trained model of ``recipe`` (also keys its predictions).
+
+    Holds the engine version, the recipe's key and, when not 1, the registered model's code version.
+    """
+    cfg: dict[str, Any] = {"version": TRAIN_VERSION, "recipe": recipe.key()}
+    if is_registered(recipe.model.name):
+        version = model_info(recipe.model.name).version
+        if version != 1:
+            cfg["model_version"] = version
+    return cfg
+
+
+def load_training_set(recipe: Recipe) -> TensorSet:
+    """The training set of ``recipe``: its registered set, subset to ``data.subset`` with ``seeds.subset``."""
+    return get_dataset(recipe.data.dataset).subset(recipe.data.subset, seed=recipe.seeds.subset)
+
+
+def build_model(recipe: Recipe, *, num_classes: int, in_chans: int, img_size: int, init_seed: int | None = None
+                ) -> nn.Module:
+    """The freshly initialised model of ``recipe`` (initialisation seeded by ``init_seed``, default
+    ``recipe.seeds.init``)."""
+    kwargs = dict(recipe.model.kwargs)
+    if recipe.model.dropout > 0:
+        kwargs["drop_rate"] = recipe.model.dropout
+    seed = recipe.seeds.init if init_seed is None else init_seed
+    torch.manual_seed(derive_seed(seed, 7))
+    return create_model(
+        recipe.model.name,
+        num_classes=num_classes,
+        in_chans=in_chans,
+        img_size=img_size,
+        pretrained=recipe.model.pretrained,
+        **kwargs,
+    )
+
+
+def _empty_model(recipe: Recipe, shape: dict[str, int], store: Store) -> nn.Module:
+    """A model shaped like the cached one of ``recipe`` (its weights are loaded afterwards)."""
+    method = recipe.method
+    if isinstance(method, Joint):
+        return build_joint(recipe, build_model, **shape)
+    if isinstance(method, Heads):
+        backbone = train_recipe(recipe.backbone, store=store, progress=False)
+        clf = backbone.get_classifier()
+        clf = clf[0] if isinstance(clf, tuple | list) else clf
+        heads = HeadStack([nn.Linear(clf.in_features, clf.out_features) for _ in range(method.members)],
+                          loss_fn=joint_loss(method, recipe.optim))
+        return BackboneWithHeads(backbone, heads)
+    return build_model(recipe, **shape)
+
+
+def _shape_of(data: TensorSet) -> dict[str, int]:
+    return {
+        "num_classes": max(data.num_classes, int(data.y.max()) + 1),
+        "in_chans": int(data.x.shape[1]),
+        "img_size": int(data.x.shape[-1]),
+    }
+
+
+def train_recipe(
+    recipe: Recipe,
+    *,
+    store: Store | None = None,
+    progress: bool = True,
+    accelerator: str = "auto",
+    precision: str | None = None,
+    retrain: bool = False,
+    stop_after: int | None = None,
+) -> nn.Module:
+    """The trained model of ``recipe``: loaded from the cache, or trained (resuming from the last
+    finished epoch's checkpoint) and cached.
+
+    Args:
+        recipe: what to train (:class:`~ensdiv.Recipe`).
+        store: the cache (default :func:`ensdiv.store.default_store`).
+        progress: tqdm bar while training.
+        accelerator, precision: see :func:`ensdiv.train.engine.make_fabric`.
+        retrain: ignore a cached final model (checkpoints are still used).
+        stop_after: train at most this many epochs in this call, leaving checkpoints (tests).
+
+    Returns:
+        The model in eval mode on CPU (a :class:`~ensdiv.models.MemberStack` or
+        :class:`~ensdiv.models.BackboneWithHeads` returning ``(M, B, C)`` for joint and heads recipes);
+        ``model.ensdiv_meta`` holds ``train_time_s``, ``num_params`` and ``train_size``.
+    """
+    if not isinstance(recipe, Recipe):
+        raise EnsdivError(f"train_recipe needs an ed.Recipe, got a {type(recipe).__name__}.")
+    store = store or default_store()
+    cfg = model_cache_config(recipe)
+    payload = None if retrain else store.load("model", cfg)
+    if payload is not None:
+        model = _empty_model(recipe, payload["shape"], store)
+        model.load_state_dict(payload["state_dict"])
+        model.ensdiv_meta = dict(payload["meta"])
+        return model.eval()
+    data = load_training_set(recipe)
+    shape = _shape_of(data)
+    run = dict(progress=progress, accelerator=accelerator, precision=precision)
+    t0 = time.perf_counter()
+    method = recipe.method
+    if isinstance(method, Pretrain):
+        model = pretrain_and_probe(recipe, data, shape, build_model, store=store, **run)
+    elif isinstance(method, Heads):
+        backbone_recipe = recipe.backbone
+        backbone = train_recipe(backbone_recipe, store=store, **run)
+        heads = train_heads(recipe, backbone, data, store=store, backbone_key=model_cache_config(backbone_recipe),
+                            **run)
+        model = BackboneWithHeads(backbone, heads).eval()
+    else:
+        if isinstance(method, Joint):
+            model: nn.Module = build_joint(recipe, build_model, **shape)
+            loss_fn = None  # the MemberStack's training_loss carries the ensemble loss
+        else:
+            model = build_model(recipe, **shape)
+            loss_fn = None
+        if isinstance(method, Distill):
+            teacher = train_recipe(recipe.teacher, store=store, **run)
+            loss_fn = distillation_loss(teacher, recipe)
+        done, t0 = _fit_with_checkpoints(recipe, model, data, cfg, store, loss_fn, t0, stop_after, run)
+        if not done:
+            return model
+    meta = {
+        "train_time_s": time.perf_counter() - t0,
+        "num_params": sum(p.numel() for p in model.parameters()),
+        "train_size": len(data),
+    }
+    if int(os.environ.get("RANK", "0")) == 0:
+        store.save("model", cfg, {"state_dict": cpu_state(model), "shape": shape, "meta": meta})
+    model.ensdiv_meta = meta
+    return model.eval()
+
+
+def _fit_with_checkpoints(recipe: Recipe, model: nn.Module, data: TensorSet, cfg: dict, store: Store,
+                          loss_fn: Any, t0: float, stop_after: int | None, run: dict) -> tuple[bool, float]:
+    """Train with one checkpoint per finished epoch (only the last kept); resume from the newest.
+
+    Returns whether training finished (``False`` when ``stop_after`` interrupted it) and the start
+    time shifted back by the time of interrupted runs.
+    """
+    epochs = recipe.optim.epochs
+    ckpt = lambda e: {**cfg, "epoch": e}  # noqa: E731
+    resume = None
+    for e in range(epochs - 1, 0, -1):
+        resume = store.load("checkpoint", ckpt(e))
+        if resume is not None:
+            break
+    rank = int(os.environ.get("RANK", "0"))
+    t0 -= float(resume.get("elapsed_s", 0.0)) if resume else 0.0  # time of interrupted runs
+
+    def save_ckpt(epoch: int, state: dict) -> None:
+        if rank == 0 and epoch < epochs:
+            store.save("checkpoint", ckpt(epoch), {**state, "elapsed_s": time.perf_counter() - t0})
+            if epoch > 1:  # keep only the last finished epoch
+                store.path("checkpoint", config_key(ckpt(epoch - 1))).unlink(missing_ok=True)
+
+    fit(model, data, recipe.optim, seed=recipe.seeds.order, augment=recipe.data.augment, loss_fn=loss_fn,
+        desc=recipe.label, resume=resume, on_epoch_end=save_ckpt, stop_after=stop_after, **run)
+    if stop_after is not None and (resume["epoch"] if resume else 0) + stop_after < epochs:
+        return False, t0
+    if rank == 0:
+        store.path("checkpoint", config_key(ckpt(epochs - 1))).unlink(missing_ok=True)
+    return True, t0
+

@@ -1,0 +1,95 @@
+"""Engine utilities of :mod:`ensdiv.train`: Lightning Fabric set-up, optimisers, schedules and seeding."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from ensdiv.train.recipes import Optim
+
+__all__ = ["derive_seed", "seed_everything", "make_fabric", "make_optimizer", "lr_factor", "LossFn"]
+
+LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+_FABRICS: dict[tuple, Any] = {}
+
+
+def derive_seed(*parts: int) -> int:
+    """A 31-bit seed mixed from integers (stable across runs and platforms)."""
+    h = 0x9E3779B1
+    for p in parts:
+        h = (h * 1_000_003 ^ (int(p) & 0xFFFFFFFF)) & 0xFFFFFFFFFFFF
+    return h % (2**31 - 1)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's global generators (dropout, timm mixup/erasing)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def make_fabric(accelerator: str = "auto", precision: str | None = None) -> Any:
+    """A launched ``lightning.fabric.Fabric`` (reused per process): DDP when started by torchrun.
+
+    Args:
+        accelerator: ``"auto"`` (GPU when available), ``"cpu"`` or ``"cuda"``.
+        precision: Fabric precision; default ``"bf16-mixed"`` on GPU, ``"32-true"`` on CPU.
+    """
+    from lightning.fabric import Fabric
+
+    if accelerator == "auto":
+        accelerator = "cuda" if torch.cuda.is_available() else "cpu"
+    if precision is None:
+        precision = "bf16-mixed" if accelerator == "cuda" else "32-true"
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    key = (accelerator, precision, world)
+    if key not in _FABRICS:
+        if world > 1:
+            devices = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+            nodes = max(world // devices, 1)
+            fabric = Fabric(
+                accelerator=accelerator, devices=devices, num_nodes=nodes, strategy="ddp", precision=precision
+            )
+        else:
+            fabric = Fabric(accelerator=accelerator, devices=1, precision=precision)
+        fabric.launch()
+        _FABRICS[key] = fabric
+    return _FABRICS[key]
+
+
+def make_optimizer(model: nn.Module, optim: Optim):
+    """SGD (heavy-ball), AdamW, RMSprop or AdaBelief of ``optim`` from :func:`timm.optim.create_optimizer_v2`.
+
+    Weight decay is not applied to biases and normalisation parameters (timm's default). Adam-family
+    optimisers get ``optim.eps`` (timm's AdaBelief default is 1e-16; design-diversity uses 1e-8).
+    """
+    from timm.optim import create_optimizer_v2
+
+    opt = {"sgd": "momentum", "adamw": "adamw", "rmsprop": "rmsprop", "adabelief": "adabelief"}[optim.optimizer]
+    kwargs: dict[str, Any] = {"momentum": optim.momentum} if optim.optimizer in ("sgd", "rmsprop") else {}
+    if optim.optimizer in ("adamw", "adabelief"):
+        kwargs["eps"] = optim.eps
+    return create_optimizer_v2(model, opt=opt, lr=optim.lr, weight_decay=optim.weight_decay, **kwargs)
+
+
+def lr_factor(progress: float, *, schedule: str, warmup: float = 0.0) -> float:
+    """Multiplier of the peak learning rate at ``progress`` in [0, 1] of training.
+
+    ``cosine``: ``0.5 (1 + cos(pi t))``; ``step``: 0.1 after 50% and 0.01 after 75%; ``constant``: 1;
+    all after a linear warm-up over the first ``warmup`` fraction.
+    """
+    if warmup > 0 and progress < warmup:
+        return (progress + 1e-8) / warmup
+    t = (progress - warmup) / max(1.0 - warmup, 1e-8)
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * min(max(t, 0.0), 1.0)))
+    if schedule == "step":
+        return 0.1 ** ((t >= 0.5) + (t >= 0.75))
+    return 1.0

@@ -1,0 +1,255 @@
+"""Training methods beyond plain supervised learning, each driven by a recipe's method part.
+
+* :class:`~ensdiv.train.Distill` — knowledge distillation (:func:`ensdiv.losses.distillation`).
+* :class:`~ensdiv.train.Pretrain` — pre-training on a source (supervised, or SimCLR-style contrastive:
+  two random views, a 2-layer projection head, NT-Xent at temperature 0.5), then a linear probe on the
+  frozen penultimate features of the recipe's training data (training-methods' "framework" and
+  "dataset" categories). The backbone is cached (kind ``"pretrained"``), so recipes that differ only
+  in their probe share it.
+* :class:`~ensdiv.train.Joint` — M members trained together on an ensemble loss of :mod:`ensdiv.losses`.
+* :class:`~ensdiv.train.Heads` — M heads trained on the cached features of a frozen backbone recipe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ensdiv import losses
+from ensdiv.data.registry import TensorSet, get_dataset
+from ensdiv.models.stack import HeadStack, MemberStack, penultimate
+from ensdiv.store import Store
+from ensdiv.train.engine import LossFn
+from ensdiv.train.loop import cpu_state, fit
+from ensdiv.train.recipes import Distill, Heads, Joint, Optim, Pretrain, Recipe
+
+__all__ = [
+    "distillation_loss",
+    "SimCLR",
+    "simclr_views",
+    "pretrain_and_probe",
+    "set_classifier",
+    "joint_loss",
+    "build_joint",
+    "train_heads",
+]
+
+
+def distillation_loss(teacher: nn.Module, recipe: Recipe) -> LossFn:
+    """``loss_fn(model, x, y)`` for :func:`ensdiv.train.fit` distilling ``teacher`` as ``recipe.method`` says."""
+    method = recipe.method
+    assert isinstance(method, Distill)
+    teacher.eval()
+
+    def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        teacher.to(x.device)
+        with torch.no_grad():
+            t = teacher(x)
+        return losses.distillation(
+            model(x), t, y, mode=method.mode, temperature=method.temperature, alpha=method.alpha,
+            label_smoothing=recipe.optim.label_smoothing,
+        )
+
+    return loss
+
+
+def simclr_views(x: torch.Tensor) -> torch.Tensor:
+    """One random view per image: resized crop (scale 0.4-1), horizontal flip, contrast/brightness, noise.
+
+    Draws from torch's global generator (re-seeded per epoch by the engine).
+    """
+    n = x.shape[0]
+    dev = x.device
+    scale = torch.empty(n, device=dev).uniform_(0.4, 1.0).sqrt()
+    flip = torch.where(torch.rand(n, device=dev) < 0.5, -1.0, 1.0)
+    tx = (1 - scale) * torch.empty(n, device=dev).uniform_(-1, 1)
+    ty = (1 - scale) * torch.empty(n, device=dev).uniform_(-1, 1)
+    theta = torch.zeros(n, 2, 3, device=dev)
+    theta[:, 0, 0], theta[:, 1, 1] = scale * flip, scale
+    theta[:, 0, 2], theta[:, 1, 2] = tx, ty
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    v = F.grid_sample(x, grid, align_corners=False)
+    v = v * torch.empty(n, 1, 1, 1, device=dev).uniform_(0.6, 1.4) + torch.empty(
+        n, 1, 1, 1, device=dev
+    ).uniform_(-0.2, 0.2)
+    return (v + 0.05 * torch.randn_like(v)).clamp(0, 1)
+
+
+_features = penultimate
+
+
+class SimCLR(nn.Module):
+    """A backbone plus a projection head, trained by :meth:`training_loss` (NT-Xent of two views)."""
+
+    def __init__(self, backbone: nn.Module, feature_dim: int, proj_dim: int = 64, temperature: float = 0.5):
+        super().__init__()
+        self.backbone = backbone
+        self.proj = nn.Sequential(
+            nn.Linear(feature_dim, 128), nn.ReLU(inplace=True), nn.Linear(128, proj_dim)
+        )
+        self.temperature = temperature
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(_features(self.backbone, x))
+
+    def training_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return losses.nt_xent(self(simclr_views(x)), self(simclr_views(x)), temperature=self.temperature)
+
+
+def set_classifier(model: nn.Module, weight: torch.Tensor, bias: torch.Tensor) -> None:
+    """Reset the model's classifier to ``weight.shape[0]`` classes and copy the given weights in."""
+    model.reset_classifier(weight.shape[0])
+    heads = model.get_classifier()
+    for head in heads if isinstance(heads, tuple | list) else (heads,):
+        with torch.no_grad():
+            head.weight.copy_(weight)
+            head.bias.copy_(bias)
+
+
+@torch.no_grad()
+def all_features(model: nn.Module, x: torch.Tensor, batch: int = 1024) -> torch.Tensor:
+    """Penultimate features of ``x`` in eval mode, batch by batch: ``(N, D)``."""
+    model.eval()
+    return torch.cat([penultimate(model, x[i : i + batch]).float() for i in range(0, len(x), batch)])
+
+
+def _pretrain_config(recipe: Recipe) -> dict[str, Any]:
+    method = recipe.method
+    assert isinstance(method, Pretrain)
+    seed = method.seed if method.seed >= 0 else recipe.seeds.init
+    return {
+        "version": 2,
+        "model": recipe.model.to_dict(),
+        "data": recipe.data.to_dict(),
+        "optim": recipe.optim.replace(epochs=method.epochs, lr=method.lr or recipe.optim.lr).to_dict(),
+        "subset_seed": recipe.seeds.subset,
+        "seed": seed,
+        "method": method.to_dict() | {"seed": seed},
+    }
+
+
+def pretrain_and_probe(
+    recipe: Recipe,
+    data: TensorSet,
+    shape: dict[str, int],
+    build_model: Callable[..., nn.Module],
+    *,
+    store: Store,
+    progress: bool = True,
+    accelerator: str = "auto",
+    precision: str | None = None,
+) -> nn.Module:
+    """Pre-train a backbone as ``recipe.method`` (:class:`~ensdiv.train.Pretrain`) says, then fit a
+    linear probe on ``data`` with the recipe's optimisation settings.
+
+    Args:
+        build_model: ``build_model(recipe, init_seed=..., **shape)``, the freshly initialised model.
+
+    Returns:
+        The backbone with its classifier replaced by the probe, shaped like ``build_model(recipe, **shape)``.
+    """
+    method = recipe.method
+    assert isinstance(method, Pretrain)
+    # The pre-training source gets the same image budget (the data subset) as the probe's data.
+    source = (
+        get_dataset(method.dataset).subset(recipe.data.subset, seed=recipe.seeds.subset) if method.dataset else data
+    )
+    src_shape = (
+        {**shape, "num_classes": max(source.num_classes, int(source.y.max()) + 1)}
+        if method.objective == "supervised"
+        else shape
+    )
+    pcfg = _pretrain_config(recipe)
+    pseed = pcfg["seed"]
+    model = build_model(recipe, init_seed=pseed, **src_shape)
+    cached = store.load("pretrained", pcfg)
+    if cached is not None:
+        model.load_state_dict(cached)
+    else:
+        pre_optim = recipe.optim.replace(epochs=method.epochs, lr=method.lr or recipe.optim.lr, warmup_epochs=0,
+                                         label_smoothing=0.0)
+        common = dict(seed=pseed, accelerator=accelerator, precision=precision, progress=progress)
+        if method.objective == "simclr":
+            wrapper = SimCLR(model, int(penultimate(model.eval(), source.x[:2]).shape[1]))
+            fit(wrapper, source, pre_optim, desc=f"{recipe.label} simclr", **common)
+        else:
+            fit(model, source, pre_optim, augment=recipe.data.augment, desc=f"{recipe.label} pretrain", **common)
+        store.save("pretrained", pcfg, cpu_state(model))
+    # Linear probe on frozen penultimate features (standardised inside the head's weights afterwards).
+    feats = all_features(model, data.x)
+    mean, std = feats.mean(0), feats.std(0) + 1e-6
+    probe_set = TensorSet(((feats - mean) / std)[:, :, None, None], data.y, f"{data.name}:features", data.classes)
+    torch.manual_seed(recipe.seeds.init)
+    head = nn.Sequential(nn.Flatten(), nn.Linear(feats.shape[1], shape["num_classes"]))
+    fit(head, probe_set, recipe.optim.replace(weight_decay=0.0, label_smoothing=0.0), seed=recipe.seeds.order,
+        accelerator=accelerator, precision=precision, progress=progress, desc=f"{recipe.label} probe")
+    lin = head[1]
+    weight = lin.weight.detach() / std  # fold the standardisation into the linear layer
+    bias = lin.bias.detach() - weight @ mean
+    set_classifier(model, weight, bias)
+    return model.eval()
+
+
+def joint_loss(method: Joint | Heads, optim: Optim) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """``loss(logits (M, B, C), target)`` of a jointly trained ensemble: the named ensemble loss of
+    :mod:`ensdiv.losses` with the method's λ and options (label smoothing passed to ``independent``)."""
+    fn = losses.ensemble_loss(method.loss)
+    options = dict(method.options)
+    if method.loss == "independent":
+        options.setdefault("label_smoothing", optim.label_smoothing)
+
+    def loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return fn(logits, target, lam=method.lam, **options)
+
+    return loss
+
+
+def build_joint(recipe: Recipe, build_model: Callable[..., nn.Module], **shape: int) -> MemberStack:
+    """The M freshly initialised members of a :class:`~ensdiv.train.Joint` recipe (member m seeded with
+    ``init + m``) in a :class:`~ensdiv.models.MemberStack` carrying the recipe's ensemble loss."""
+    method = recipe.method
+    assert isinstance(method, Joint)
+    members = [build_model(recipe, init_seed=recipe.seeds.init + m, **shape) for m in range(method.members)]
+    return MemberStack(members, loss_fn=joint_loss(method, recipe.optim))
+
+
+def train_heads(
+    recipe: Recipe,
+    backbone: nn.Module,
+    data: TensorSet,
+    *,
+    store: Store,
+    backbone_key: dict[str, Any],
+    progress: bool = True,
+    accelerator: str = "auto",
+    precision: str | None = None,
+) -> HeadStack:
+    """Fit the M heads of a :class:`~ensdiv.train.Heads` recipe on the frozen ``backbone``'s features of
+    ``data`` (computed once and cached as kind ``"features"``). Every head starts from the backbone's
+    own classifier weights; the data-order seed drives batches; heads are separate modules, so a head
+    without gradient in a step is not updated."""
+    method = recipe.method
+    assert isinstance(method, Heads)
+    fcfg = {"version": 1, "backbone": backbone_key, "data": recipe.data.to_dict(), "subset_seed": recipe.seeds.subset}
+    feats = store.load("features", fcfg)
+    if feats is None:
+        feats = all_features(backbone, data.x)
+        store.save("features", fcfg, feats)
+    clf = backbone.get_classifier()
+    clf = clf[0] if isinstance(clf, tuple | list) else clf
+    if not isinstance(clf, nn.Linear):
+        raise TypeError(f"Heads need a backbone with a linear classifier, got a {type(clf).__name__}.")
+    heads = []
+    for _ in range(method.members):
+        head = nn.Linear(clf.in_features, clf.out_features)
+        head.load_state_dict(clf.state_dict())
+        heads.append(head)
+    stack = HeadStack(heads, loss_fn=joint_loss(method, recipe.optim))
+    feature_set = TensorSet(feats[:, :, None, None], data.y, f"{data.name}:features", data.classes)
+    fit(stack, feature_set, recipe.optim, seed=recipe.seeds.order, accelerator=accelerator, precision=precision,
+        progress=progress, desc=f"{recipe.label} heads")
+    return stack
