@@ -37,14 +37,14 @@ book: setup
 	$(VENV)/bin/ensdiv book --scale $(SCALE)
 
 test: setup
-	$(VENV)/bin/ruff check ensdiv tests benchmarks
+	$(VENV)/bin/ruff check ensdiv tests benchmarks notebooks
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q tests
 
 bench: setup
 	$(VENV)/bin/ensdiv bench
 
 lint: setup
-	$(VENV)/bin/ruff check ensdiv tests benchmarks
+	$(VENV)/bin/ruff check ensdiv tests benchmarks notebooks
 
 clean:
 	rm -rf _build

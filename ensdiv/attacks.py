@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ensdiv.errors import EnsdivError, unknown_name
-from ensdiv.models.input_spec import InputSpec, forward_pixels, input_spec, resize_to
+from ensdiv.models.input_spec import forward_pixels, input_spec, resize_to
 
 __all__ = [
     "pgd", "apgd", "apgd_checkpoints", "mi_fgsm", "ATTACKS",

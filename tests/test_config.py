@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import ensdiv as ed
+from ensdiv import chapters
+from ensdiv.config import SCALES, resolve_preset
 from ensdiv.errors import EnsdivError, UnknownNameError
 
 NAME = "demo/fig01"
@@ -16,17 +17,18 @@ SPEC = {
 }
 
 
-@pytest.fixture(autouse=True)
-def demo_preset(monkeypatch):
-    from ensdiv import config
 
-    real = config._all_presets()
-    monkeypatch.setattr(config, "_all_presets", lambda: {**real, NAME: SPEC})
+
+def preset(name, scale, **kw):
+    """A demo chapter's preset: the mechanics are the library's ``resolve_preset``."""
+    if name != NAME:
+        return chapters.preset(name, scale, **kw)
+    return resolve_preset(NAME, SPEC, scale, **kw)
 
 
 def test_scales_resolve_common_then_scale_block():
-    smoke = ed.preset(NAME, "smoke", verbose=False)
-    cpu = ed.preset(NAME, "cpu", verbose=False)
+    smoke = preset(NAME, "smoke", verbose=False)
+    cpu = preset(NAME, "cpu", verbose=False)
     assert smoke.epochs == 1 and smoke.train_subset == 1024
     assert cpu.epochs == 3 and cpu.train_subset == 0
     assert smoke.num_members == cpu.num_members == 4
@@ -35,45 +37,47 @@ def test_scales_resolve_common_then_scale_block():
 
 
 def test_override_and_none_keeps_preset(capsys):
-    cfg = ed.preset(NAME, "smoke", seed=7, epochs=None)
+    cfg = preset(NAME, "smoke", seed=7, epochs=None)
     assert cfg.seed == 7 and cfg.epochs == 1
     assert "seed         = 7" in capsys.readouterr().out
 
 
 def test_int_accepted_for_float_field():
-    assert ed.preset(NAME, "cpu", verbose=False, lr=1).lr == 1
+    assert preset(NAME, "cpu", verbose=False, lr=1).lr == 1
 
 
 def test_unknown_scale():
     with pytest.raises(UnknownNameError, match="Unknown scale 'gpu'.*cpu, paper, smoke"):
-        ed.preset(NAME, "gpu")
+        preset(NAME, "gpu")
 
 
 def test_unknown_preset_suggests_close_match():
-    with pytest.raises(UnknownNameError, match="Did you mean 'demo/fig01'"):
-        ed.preset("demo/fig1", "cpu")
+    with pytest.raises(UnknownNameError, match="Did you mean 'foundations/zoo'"):
+        preset("foundations/zoos", "cpu")
+    with pytest.raises(UnknownNameError, match="Did you mean 'foundations/zoo'"):
+        preset("fondations/zoo", "cpu")
 
 
 def test_unknown_override_key():
     with pytest.raises(UnknownNameError, match="num_memebrs.*Did you mean 'num_members'"):
-        ed.preset(NAME, "cpu", num_memebrs=3)
+        preset(NAME, "cpu", num_memebrs=3)
 
 
 def test_wrong_override_type():
     with pytest.raises(EnsdivError, match="'num_members'.*must be a int.*str '4'"):
-        ed.preset(NAME, "cpu", num_members="4")
+        preset(NAME, "cpu", num_members="4")
     with pytest.raises(EnsdivError, match="must be a int"):
-        ed.preset(NAME, "cpu", num_members=True)
+        preset(NAME, "cpu", num_members=True)
 
 
 def test_attribute_error_lists_fields():
-    cfg = ed.preset(NAME, "cpu", verbose=False)
+    cfg = preset(NAME, "cpu", verbose=False)
     with pytest.raises(AttributeError, match="no field 'nope'"):
         _ = cfg.nope
 
 
 def test_every_preset_has_valid_scales():
-    for name in ed.list_presets():
-        for scale in ed.SCALES:
-            cfg = ed.preset(name, scale, verbose=False)
+    for name in chapters.list_presets():
+        for scale in SCALES:
+            cfg = preset(name, scale, verbose=False)
             assert cfg.scale == scale

@@ -9,8 +9,7 @@ import pytest
 import torch
 from scipy import ndimage
 
-from ensdiv.data import corruptions_ops as ops
-from ensdiv.data.corruptions import PAPER_CBAR, corrupt, list_corruptions
+from ensdiv.data.corruptions import PAPER_CBAR, corrupt, list_corruptions, ops
 from ensdiv.errors import EnsdivError, UnknownNameError
 
 C_NAMES = list_corruptions("c")
@@ -190,7 +189,7 @@ def test_spectral_noise_is_standardised():
 
 
 def test_line_coverage_matches_a_per_pixel_distance_loop():
-    from ensdiv.data.corruptions_cbar import line_coverage
+    from ensdiv.data.corruptions.imagenet_cbar import line_coverage
 
     h, w = 12, 15
     lines = [(6.0, 7.0, math.radians(30)), (2.5, 3.0, math.radians(100)), (9.0, 1.0, math.radians(-60))]
@@ -245,7 +244,7 @@ def test_aliases_of_the_paper_names():
 def test_frost_falls_back_to_a_procedural_texture(monkeypatch):
     import importlib.resources
 
-    from ensdiv.data import corruptions_c
+    from ensdiv.data.corruptions import imagenet_c as corruptions_c
 
     def missing(_name):
         raise ModuleNotFoundError("torch_uncertainty_assets")

@@ -34,9 +34,9 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
         }
     )
     torch.set_num_threads(1)
-    from ensdiv.data.registry import TensorSet
+    from ensdiv.data import TensorSet
     from ensdiv.models import create_model
-    from ensdiv.train import fit, make_fabric
+    from ensdiv.train import Optim, fit, make_fabric
 
     fabric = make_fabric("cpu")
     assert fabric.world_size == world and fabric.global_rank == rank
@@ -47,10 +47,8 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
     fit(
         model,
         data,
-        epochs=2,
-        lr=0.1,
+        Optim(epochs=2, lr=0.1, batch_size=16),
         seed=0,
-        batch_size=16,
         augment="flip",
         progress=False,
         accelerator="cpu",

@@ -156,13 +156,13 @@ def test_mimo_stem_equals_full_conv_on_stacked_input():
     assert stem.weight.shape[1] == 3
 
 
-# --- the chapter pipeline (ensdiv.packed_study) ------------------------------------------------------
+# --- the chapter pipeline (ensdiv.chapters.packed_ensembles) ------------------------------------------
 
 
 def test_ood_scores_match_numpy():
     import numpy as np
 
-    from ensdiv.packed_study import ood_scores
+    from ensdiv.chapters.packed_ensembles import ood_scores
 
     logits = torch.tensor([[[2.0, 0.0, 0.0], [0.0, 0.0, 0.0]], [[0.0, 2.0, 0.0], [1.0, 0.0, 0.0]]])
     p = np.exp(logits.numpy()) / np.exp(logits.numpy()).sum(-1, keepdims=True)
@@ -184,7 +184,7 @@ def test_ood_scores_match_numpy():
 def test_evaluate_hand_case():
     import math
 
-    from ensdiv.packed_study import evaluate
+    from ensdiv.chapters.packed_ensembles import evaluate
 
     # one member, two samples: probabilities (0.5, 0.5) and (~1, ~0) for labels 0 and 0
     logits = torch.tensor([[[0.0, 0.0], [20.0, 0.0]]])
@@ -194,16 +194,16 @@ def test_evaluate_hand_case():
 
 
 def test_method_recipes_share_member_zero_with_single():
-    from ensdiv.packed_study import method_recipes
-    from ensdiv.recipes import Recipe
+    from ensdiv.chapters.packed_ensembles import method_recipes
+    from ensdiv.train import Recipe
 
-    base = Recipe(model="test_single", epochs=1)
+    base = Recipe.make(model="test_single", epochs=1)
     single = method_recipes("single", base, arch="test", seed=1, num_estimators=3)
     de = method_recipes("deep_ensemble", base, arch="test", seed=1, num_estimators=3)
-    assert [r.seed for r in de] == [3, 4, 5]
+    assert [(r.seeds.init, r.seeds.order) for r in de] == [(3, 3), (4, 4), (5, 5)]
     assert single[0].key() == de[0].key()
     pe = method_recipes("packed", base, arch="small", seed=0, alpha=3, gamma=1)
-    assert pe[0].model == "packed_small" and pe[0].model_kwargs["alpha"] == 3
+    assert pe[0].model.name == "packed_small" and pe[0].model.kwargs["alpha"] == 3
     from ensdiv.errors import UnknownNameError
 
     with pytest.raises(UnknownNameError, match="method"):
@@ -211,8 +211,8 @@ def test_method_recipes_share_member_zero_with_single():
 
 
 def test_eval_sets_of_the_chapter_are_registered():
+    from ensdiv.chapters.packed_ensembles import eval_set
     from ensdiv.errors import UnknownNameError
-    from ensdiv.packed_study import eval_set
 
     digits = eval_set("digits", subset=50)
     assert digits.x.shape == (50, 1, 28, 28) and bool((digits.y == -1).all())
@@ -222,15 +222,29 @@ def test_eval_sets_of_the_chapter_are_registered():
         eval_set("textures")
 
 
-@pytest.mark.parametrize("stem", ["tab01", "tab02", "fig06_07", "appE"])
+@pytest.mark.parametrize(
+    "stem",
+    ["tab01_efficient_ensembles", "tab02_imagenet_ood_shift", "fig06_07_alpha_gamma", "appE_ood_criteria",
+     "appF_sources_of_diversity"],
+)
 def test_paper_presets_build_the_papers_recipes(stem):
-    import ensdiv as ed
-    from ensdiv.packed_study import METHODS, recipes_for
+    from ensdiv.chapters import packed_ensembles as ch
 
-    cfg = ed.preset(f"packed-ensembles/{stem}", "paper", verbose=False)
-    for method in METHODS:
-        recipes = recipes_for(method, cfg, cfg.seeds[0])
+    cfg = ch.preset(stem, "paper", verbose=False)
+    for method in ch.METHODS:
+        recipes = ch.recipes_for(method, cfg, cfg.seeds[0])
         assert len(recipes) == (cfg.num_estimators if method == "deep_ensemble" else 1)
-        assert recipes[0].model.endswith(cfg.arch) and recipes[0].dataset == cfg.dataset
-    pe = recipes_for("packed", cfg, 0)[0]
-    assert (pe.model_kwargs["alpha"], pe.model_kwargs["gamma"]) == (cfg.alpha, cfg.gamma)
+        assert recipes[0].model.name.endswith(cfg.arch) and recipes[0].data.dataset == cfg.dataset
+    pe = ch.recipes_for("packed", cfg, 0)[0]
+    assert (pe.model.kwargs["alpha"], pe.model.kwargs["gamma"]) == (cfg.alpha, cfg.gamma)
+
+
+def test_build_for_reads_the_shape_of_the_data():
+    import ensdiv as ed
+    from ensdiv.chapters import packed_ensembles as ch
+
+    cfg = ch.preset("tab01_efficient_ensembles", "smoke", verbose=False)
+    data = ed.TensorSet(torch.rand(4, 3, 32, 32), torch.tensor([0, 1, 2, 4]), "fake", classes=list("abcde"))
+    for method in ("single", "packed", "deep_ensemble"):
+        out = ch.build_for(method, cfg, data).eval()(data.x)
+        assert out.shape[-1] == 5 and out.shape[-2] == 4, method

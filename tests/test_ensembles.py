@@ -3,14 +3,21 @@
 import numpy as np
 import pytest
 import torch
+from metric_cases import bad, labels, member_logits
 
+import ensdiv.metrics.combine as mc
+from ensdiv import ensembles
 from ensdiv.ensembles import combine, fit_temperature, greedy_select, uniform_soup, vote
-from ensdiv.errors import EnsdivError, UnknownNameError
+from ensdiv.errors import UnknownNameError
 
 
 def rand_logits(m=3, n=8, c=4, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(m, n, c, generator=g, dtype=torch.float64) * 2
+    return member_logits(m, n, c, seed=seed, scale=2.0)
+
+
+def test_rules_have_one_home():
+    assert ensembles.combine is mc.combine and ensembles.vote is mc.vote
+    assert ensembles.COMBINE_RULES == mc.COMBINE_RULES
 
 
 def softmax_np(z):
@@ -54,8 +61,13 @@ def test_vote_majority_and_ties():
 def test_combine_bad_rule_and_shapes():
     with pytest.raises(UnknownNameError, match="mean_logits"):
         combine(rand_logits(), "average")
-    with pytest.raises(EnsdivError, match=r"\(M, N, C\)"):
-        combine(torch.randn(4, 3), "mean_logits")
+    bad(lambda: combine(torch.randn(4, 3), "mean_logits"), r"\(M, N, C\)")
+    bad(lambda: combine(torch.zeros(0, 3, 2), "mean_logits"), "M = 0")
+    bad(lambda: vote(torch.tensor([[0, 3]]), num_classes=2), "num_classes")
+    bad(lambda: vote(torch.zeros(2, 3)), "integer")
+    # fast path: no checks, same result
+    z = rand_logits()
+    assert torch.equal(combine(z, "median", validate_args=False), combine(z, "median"))
 
 
 def naive_nll(z, y, t):
@@ -76,14 +88,18 @@ def test_fit_temperature_matches_grid_search():
         best = grid[np.argmin([naive_nll(z[k].numpy(), y.numpy(), s) for s in grid])]
         assert float(t[k]) == pytest.approx(best, rel=5e-3)
     assert fit_temperature(z[0], y).ndim == 0
+    t16 = fit_temperature(z.bfloat16(), y)
+    assert t16.dtype == torch.float32 and torch.allclose(t16.double(), t, rtol=0.05)
+    bad(lambda: fit_temperature(z, y[:10]), r"\(N,\) = \(400,\)")
+    bad(lambda: fit_temperature(z.long(), y), "floating")
 
 
 def test_greedy_select_vs_brute_force_steps():
-    g = torch.Generator().manual_seed(1)
-    z = torch.randn(6, 200, 3, generator=g, dtype=torch.float64)
-    y = torch.randint(0, 3, (200,), generator=g)
-    z[:, torch.arange(200), y] += torch.linspace(0.2, 1.2, 6)[:, None]
+    y = labels(200, 3, seed=1)
+    z = member_logits(6, 200, 3, seed=1, scale=1.0, signal=torch.linspace(0.2, 1.2, 6), y=y)
     members, accs = greedy_select(z, y, how="mean_probs")
+    assert isinstance(accs, torch.Tensor) and accs.dtype == torch.float64 and accs.shape == (len(members),)
+    accs = accs.tolist()
 
     def acc(idx):
         return float((z[idx].softmax(-1).mean(0).argmax(-1) == y).double().mean())
@@ -96,8 +112,8 @@ def test_greedy_select_vs_brute_force_steps():
     assert accs == sorted(accs)
     m2, _ = greedy_select(z, y, start=0, max_size=2)
     assert m2[0] == 0 and len(m2) <= 2
-    with pytest.raises(EnsdivError, match="start"):
-        greedy_select(z, y, start=9)
+    bad(lambda: greedy_select(z, y, start=9), "start")
+    bad(lambda: greedy_select(z, y, candidates=[7]), "candidates")
 
 
 def test_uniform_soup():
@@ -110,12 +126,9 @@ def test_uniform_soup():
     for k in soup:
         want = sum(m.state_dict()[k] for m in lin) / 3
         assert torch.allclose(soup[k], want)
-    with pytest.raises(EnsdivError, match="keys"):
-        uniform_soup([a, {"w": torch.zeros(2)}])
-    with pytest.raises(EnsdivError, match="shapes"):
-        uniform_soup([a, {"w": torch.zeros(3), "n": torch.tensor(1)}])
-    with pytest.raises(EnsdivError, match="at least one"):
-        uniform_soup([])
+    bad(lambda: uniform_soup([a, {"w": torch.zeros(2)}]), "keys")
+    bad(lambda: uniform_soup([a, {"w": torch.zeros(3), "n": torch.tensor(1)}]), "shapes")
+    bad(lambda: uniform_soup([]), "at least one")
 
 
 def test_vote_combine_agrees_with_counting():

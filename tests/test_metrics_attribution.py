@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 import torch
+from metric_cases import bad, run_over_dtypes
 from torch import nn
 
-from ensdiv.errors import EnsdivError
-from ensdiv.metrics.attribution import attribution_diversity, attribution_variance_penalty, attributions
+from ensdiv.losses import attribution_variance as attribution_variance_penalty
+from ensdiv.metrics.attribution import attribution_diversity, attributions
 
 
 def linear_model(seed):
@@ -33,8 +34,8 @@ def test_integrated_gradients_of_linear_model():
     for steps in (1, 2, 10):  # IG of a linear model is exact at any number of steps: x * w
         a = attributions(model, x, t, method="integrated_gradients", n_steps=steps)
         assert torch.allclose(a, x * w, atol=1e-5)
-    with pytest.raises(EnsdivError, match="method"):
-        attributions(model, x, t, method="gradcam")
+    bad(lambda: attributions(model, x, t, method="gradcam"), "method")
+    bad(lambda: attributions(model, x, t, method="integrated_gradients", n_steps=0), "n_steps")
 
 
 def test_attributions_of_several_models_stack():
@@ -56,16 +57,25 @@ def test_attribution_diversity_vs_loops():
                     vals = attr[:, n, c, i, j]
                     tot += np.mean((vals - vals.mean()) ** 2)
         want.append(tot)
-    out = attribution_diversity(torch.tensor(attr), reduction="none")
-    assert out.numpy() == pytest.approx(np.array(want))
-    assert attribution_diversity(torch.tensor(attr)) == pytest.approx(np.mean(want))
-    assert attribution_diversity(torch.tensor(attr), unbiased=True) == pytest.approx(np.mean(want) * 3 / 2)
+    t = torch.tensor(attr)
+    run_over_dtypes(attribution_diversity, (t,), lambda a: np.var(a.numpy(), axis=0).reshape(4, -1).sum(1).mean())
+    run_over_dtypes(
+        attribution_diversity,
+        (t,),
+        lambda a: np.var(a.numpy(), axis=0).reshape(4, -1).sum(1),
+        reduction="none",
+    )
+    assert attribution_diversity(t, reduction="none").numpy() == pytest.approx(np.array(want))
+    out = attribution_diversity(t)
+    assert out.ndim == 0 and float(out) == pytest.approx(np.mean(want))
+    assert float(attribution_diversity(t, unbiased=True)) == pytest.approx(np.mean(want) * 3 / 2)
     # identical members and a single member have zero diversity
-    same = torch.tensor(attr[:1]).expand(3, -1, -1, -1, -1)
-    assert attribution_diversity(same) == 0.0
-    assert attribution_diversity(torch.tensor(attr[:1])) == 0.0
-    with pytest.raises(EnsdivError, match="members first"):
-        attribution_diversity(torch.zeros(4, 5))
+    assert float(attribution_diversity(t[:1].expand(3, -1, -1, -1, -1))) == 0.0
+    assert float(attribution_diversity(t[:1])) == 0.0
+    bad(lambda: attribution_diversity(torch.zeros(4, 5)), "members first")
+    bad(lambda: attribution_diversity(t[:1], unbiased=True), "at least 2 members")
+    bad(lambda: attribution_diversity(t, reduction="sum"), "reduction")
+    assert attribution_diversity(torch.zeros(4, 5), validate_args=False).ndim == 0  # unchecked 2-D input
 
 
 def test_penalty_equals_eq7_and_backpropagates():
@@ -75,7 +85,7 @@ def test_penalty_equals_eq7_and_backpropagates():
     y = torch.tensor([0, 1, 2, 3, 1])
     pen, logits = attribution_variance_penalty(models, x, y, return_logits=True)
     assert logits.shape == (3, 5, 4)
-    want = attribution_diversity(attributions(models, x, y))
+    want = float(attribution_diversity(attributions(models, x, y)))
     assert float(pen.detach()) == pytest.approx(want, rel=1e-5)
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 4), y.repeat(3)) - 0.1 * pen
     loss.backward()
@@ -86,8 +96,5 @@ def test_penalty_equals_eq7_and_backpropagates():
     def fn(inp):
         return torch.stack([m(inp) for m in models])
 
-    assert float(attribution_variance_penalty(fn, x, y).detach()) == pytest.approx(
-        float(pen.detach()), rel=1e-6
-    )
-    with pytest.raises(EnsdivError, match=r"\(N,\) = \(5,\)"):
-        attribution_variance_penalty(models, x, y[:3])
+    assert float(attribution_variance_penalty(fn, x, y).detach()) == pytest.approx(float(pen.detach()), rel=1e-6)
+    bad(lambda: attribution_variance_penalty(models, x, y[:3]), r"\(N,\) = \(5,\)")

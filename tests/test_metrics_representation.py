@@ -3,15 +3,14 @@
 import numpy as np
 import pytest
 import torch
+from metric_cases import bad, generator, run_over_dtypes
 from torch import nn
 
-from ensdiv.errors import EnsdivError
-from ensdiv.metrics.representation import MinibatchCKA, cka, cka_map
+from ensdiv.metrics.representation import MinibatchCKA, cka, cka_map, gram_linear, gram_rbf, hsic
 
 
 def feats(n=60, d=8, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(n, d, generator=g, dtype=torch.float64)
+    return torch.randn(n, d, generator=generator(seed), dtype=torch.float64)
 
 
 def naive_hsic_biased(k, l):
@@ -42,8 +41,14 @@ def naive_cka(x, y, hsic):
 def test_linear_cka_vs_numpy():
     x, y = feats(seed=0), feats(d=5, seed=1)
     y = y + 0.5 * x[:, :5]
-    assert cka(x, y) == pytest.approx(naive_cka(x.numpy(), y.numpy(), naive_hsic_biased))
-    assert cka(x, y, unbiased=True) == pytest.approx(naive_cka(x.numpy(), y.numpy(), naive_hsic_unbiased))
+    out = cka(x, y)
+    assert isinstance(out, torch.Tensor) and out.ndim == 0
+    run_over_dtypes(cka, (x, y), lambda a, b: naive_cka(a.numpy(), b.numpy(), naive_hsic_biased))
+    run_over_dtypes(cka, (x, y), lambda a, b: naive_cka(a.numpy(), b.numpy(), naive_hsic_unbiased), unbiased=True)
+    k, l = x @ x.T, y @ y.T
+    assert float(hsic(k, l)) == pytest.approx(naive_hsic_biased(k.numpy(), l.numpy()))
+    assert float(hsic(k, l, unbiased=True)) == pytest.approx(naive_hsic_unbiased(k.numpy(), l.numpy()))
+    assert torch.allclose(gram_linear(x), k)
 
 
 def test_rbf_cka_vs_numpy():
@@ -55,7 +60,8 @@ def test_rbf_cka_vs_numpy():
 
     k, l = rbf(x.numpy()), rbf(y.numpy())
     want = naive_hsic_biased(k, l) / np.sqrt(naive_hsic_biased(k, k) * naive_hsic_biased(l, l))
-    assert cka(x, y, kernel="rbf") == pytest.approx(want)
+    assert float(cka(x, y, kernel="rbf")) == pytest.approx(want)
+    assert np.allclose(gram_rbf(x).numpy(), k)
 
 
 @pytest.mark.parametrize("kernel", ["linear", "rbf"])
@@ -64,19 +70,37 @@ def test_invariances(kernel, unbiased):
     x, y = feats(seed=4), feats(d=6, seed=5)
     y = torch.tanh(y + x[:, :6])
     q, _ = torch.linalg.qr(torch.randn(8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(6)))
-    base = cka(x, y, kernel=kernel, unbiased=unbiased)
-    assert cka(x @ q * 3.7, y, kernel=kernel, unbiased=unbiased) == pytest.approx(base, abs=1e-9)
-    assert cka(x, y, kernel=kernel, unbiased=unbiased) == pytest.approx(
-        cka(y, x, kernel=kernel, unbiased=unbiased)
-    )
-    assert cka(x, x, kernel=kernel, unbiased=unbiased) == pytest.approx(1.0)
+    kw = {"kernel": kernel, "unbiased": unbiased}
+    base = float(cka(x, y, **kw))
+    assert float(cka(x @ q * 3.7, y, **kw)) == pytest.approx(base, abs=1e-9)
+    assert float(cka(x, y, **kw)) == pytest.approx(float(cka(y, x, **kw)))
+    assert float(cka(x, x, **kw)) == pytest.approx(1.0)
+
+
+def test_bad_inputs_and_fast_path():
+    x = feats(n=8, d=3)
+    bad(lambda: cka(x, x[:5]), "same N")
+    bad(lambda: cka(x, x, kernel="poly"), "kernel")
+    bad(lambda: cka(x[:, 0], x), "features shaped")
+    bad(lambda: cka(torch.ones(8, 3), x), "constant features")
+    bad(lambda: gram_rbf(torch.ones(8, 3)), "bandwidth")
+    bad(lambda: hsic(torch.ones(3, 3), torch.ones(3, 3), unbiased=True), "at least 4")
+    bad(lambda: hsic(torch.ones(3, 3), torch.ones(4, 4)), "square")
+    bad(lambda: MinibatchCKA().update(x[:3], x[:3]), "at least 4")
+    bad(lambda: MinibatchCKA().compute(), "before any update")
+    nan = x.clone()
+    nan[0, 0] = float("nan")
+    bad(lambda: cka(nan, x), "NaN")
+    assert torch.isnan(cka(nan, x, validate_args=False))  # unchecked: NaN flows through
 
 
 def test_minibatch_single_batch_equals_full_unbiased():
     x, y = feats(n=40, seed=7), feats(n=40, d=4, seed=8)
     acc = MinibatchCKA()
     acc.update(x, y)
-    assert acc.compute() == pytest.approx(cka(x, y, unbiased=True))
+    out = acc.compute()
+    assert isinstance(out, torch.Tensor) and out.ndim == 0
+    assert float(out) == pytest.approx(float(cka(x, y, unbiased=True)))
 
 
 def test_minibatch_average_converges_to_full_unbiased():
@@ -91,7 +115,7 @@ def test_minibatch_average_converges_to_full_unbiased():
         perm = torch.randperm(n, generator=g)
         for b in perm.split(20):
             acc.update(x[b], y[b])
-    assert acc.compute() == pytest.approx(cka(x, y, unbiased=True), abs=0.01)
+    assert float(acc.compute()) == pytest.approx(float(cka(x, y, unbiased=True)), abs=0.01)
 
 
 def test_minibatch_layer_lists_and_errors():
@@ -100,18 +124,9 @@ def test_minibatch_layer_lists_and_errors():
     acc.update([x1, x2], [y1])
     out = acc.compute()
     assert out.shape == (2, 1)
-    assert float(out[0, 0]) == pytest.approx(cka(x1, y1, unbiased=True))
-    assert float(out[1, 0]) == pytest.approx(cka(x2, y1, unbiased=True))
-    with pytest.raises(EnsdivError, match="same number of layers"):
-        acc.update([x1], [y1])
-    with pytest.raises(EnsdivError, match="at least 4"):
-        MinibatchCKA().update(x1[:3], y1[:3])
-    with pytest.raises(EnsdivError, match="before any update"):
-        MinibatchCKA().compute()
-    with pytest.raises(EnsdivError, match="same N"):
-        cka(x1, y1[:10])
-    with pytest.raises(EnsdivError, match="kernel"):
-        cka(x1, y1, kernel="poly")
+    assert float(out[0, 0]) == pytest.approx(float(cka(x1, y1, unbiased=True)))
+    assert float(out[1, 0]) == pytest.approx(float(cka(x2, y1, unbiased=True)))
+    bad(lambda: acc.update([x1], [y1]), "same number of layers")
 
 
 def test_cka_map_with_hooks():
@@ -128,10 +143,10 @@ def test_cka_map_with_hooks():
         for i in range(0, 64, 16):
             h1 = net[1](net[0](x[i : i + 16]))
             acc.update(h1, net(x[i : i + 16]))
-    assert float(out[0, 1]) == pytest.approx(acc.compute())
+    assert float(out[0, 1]) == pytest.approx(float(acc.compute()))
     assert net.training  # mode restored
-    with pytest.raises(EnsdivError, match="no layer named"):
-        cka_map(net, net, loader, ["nope"], ["1"])
+    bad(lambda: cka_map(net, net, loader, ["nope"], ["1"]), "no layer named")
+    bad(lambda: cka_map(net, net, [x[:2]], ["1"], ["1"]), "no batch")
 
 
 def test_cka_map_captures_before_inplace_ops():
@@ -147,4 +162,4 @@ def test_cka_map_captures_before_inplace_ops():
     with torch.no_grad():
         acc.update(bn, torch.relu(bn))
     full = cka_map(net, net, [x], ["1"], ["2"])
-    assert float(full[0, 0]) == pytest.approx(acc.compute())
+    assert float(full[0, 0]) == pytest.approx(float(acc.compute()))

@@ -1,4 +1,4 @@
-"""Uncertainty / OOD scores vs numpy, hand values and properties."""
+"""Uncertainty / OOD scores vs naive loops and scipy, over float32, float64 and bfloat16."""
 
 import math
 
@@ -7,8 +7,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from metric_cases import INPUT_TOL, assert_close, bad, member_logits, member_probs, run_over_dtypes
 
-from ensdiv.errors import EnsdivError
+import ensdiv as ed
 from ensdiv.metrics.uncertainty import (
     bma_confidence,
     expected_entropy,
@@ -20,20 +21,68 @@ from ensdiv.metrics.uncertainty import (
 )
 
 
-def rand_probs(m=3, n=20, c=4, seed=0, scale=2.0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(m, n, c, generator=g, dtype=torch.float64) * scale).softmax(-1)
-
-
-def test_pds_and_bma_vs_numpy():
-    p = rand_probs()
+def naive_pds(p, normalize=True):
     a = p.numpy()
     m, n, c = a.shape
-    want_pds = [sum(max(a[k, i, j] for k in range(m)) for j in range(c)) / c for i in range(n)]
-    want_bma = [max(np.mean(a[:, i, j]) for j in range(c)) for i in range(n)]
-    assert pds(p).tolist() == pytest.approx(want_pds)
-    assert pds(p, normalize=False).tolist() == pytest.approx([v * c for v in want_pds])
-    assert bma_confidence(p).tolist() == pytest.approx(want_bma)
+    s = [sum(max(a[k, i, j] for k in range(m)) for j in range(c)) for i in range(n)]
+    return [v / c for v in s] if normalize else s
+
+
+def naive_bma(p):
+    a = p.numpy()
+    return [max(np.mean(a[:, i, j]) for j in range(a.shape[2])) for i in range(a.shape[1])]
+
+
+def scipy_entropy(p):
+    from scipy.stats import entropy
+
+    return entropy(p.numpy(), axis=-1)
+
+
+def test_pds_and_bma_over_dtypes():
+    p = member_probs(3, 20, 4)
+    run_over_dtypes(pds, (p,), naive_pds)
+    run_over_dtypes(lambda x: pds(x, normalize=False), (p,), lambda x: naive_pds(x, normalize=False))
+    run_over_dtypes(bma_confidence, (p,), naive_bma)
+    run_over_dtypes(max_softmax, (p,), naive_bma)
+    run_over_dtypes(max_softmax, (p[0],), lambda x: x.numpy().max(-1))
+
+
+def naive_entropy(p):
+    a = p.numpy()
+    return -np.where(a > 0, a * np.log(np.where(a > 0, a, 1.0)), 0.0).sum(-1)
+
+
+@pytest.mark.parametrize("h", [scipy_entropy, naive_entropy])
+def test_entropies_over_dtypes(h):
+    # scipy renormalises its input, so it is the reference only where rows sum to 1 in the dtype
+    dtypes = (torch.float32, torch.float64) if h is scipy_entropy else (torch.float32, torch.float64, torch.bfloat16)
+    p = member_probs(3, 20, 4, seed=1)
+    run_over_dtypes(predictive_entropy, (p,), lambda x: h(x.mean(0)), dtypes=dtypes)
+    run_over_dtypes(predictive_entropy, (p[0],), h, dtypes=dtypes)
+    run_over_dtypes(expected_entropy, (p,), lambda x: h(x).mean(0), dtypes=dtypes)
+    run_over_dtypes(mutual_information, (p,), lambda x: np.maximum(h(x.mean(0)) - h(x).mean(0), 0), dtypes=dtypes)
+
+
+def test_max_logit_over_dtypes():
+    z = member_logits(3, 10, 5, seed=2)
+    run_over_dtypes(max_logit, (z,), lambda x: x.numpy().mean(0).max(-1))
+    run_over_dtypes(max_logit, (z[0],), lambda x: x.numpy().max(-1))
+    assert max_logit(torch.tensor([[[1.0, 3.0]], [[2.0, -1.0]]])).tolist() == [1.5]
+
+
+@pytest.mark.parametrize("c", [10, 1000])
+def test_pds_of_bf16_softmax_matches_float32(c):
+    z = member_logits(5, 64, c, seed=3, scale=3.0)
+    probs = z.float().softmax(-1)
+    out = ed.metrics.pds(probs.bfloat16())  # was rejected as "looks like logits"
+    assert out.dtype == torch.float32
+    rtol, atol = INPUT_TOL[torch.bfloat16]
+    assert_close(out, ed.metrics.pds(probs), rtol=rtol, atol=atol / c)
+    # a softmax computed in bf16 itself (autocast) passes too
+    assert_close(ed.metrics.pds(z.bfloat16().softmax(-1)), ed.metrics.pds(probs), rtol=rtol, atol=atol / c)
+    for fn in (mutual_information, predictive_entropy, bma_confidence):
+        assert_close(fn(probs.bfloat16()), fn(probs), rtol=rtol, atol=atol)
 
 
 def test_pds_counts_unique_for_one_hot():
@@ -42,63 +91,42 @@ def test_pds_counts_unique_for_one_hot():
     assert pds(onehot).tolist() == [0.25, 0.5]
 
 
-def test_entropies_vs_numpy():
-    p = rand_probs(seed=1)
-    a = p.numpy()
-    mean = a.mean(0)
-    pe = -(mean * np.log(mean)).sum(-1)
-    ee = (-(a * np.log(a)).sum(-1)).mean(0)
-    assert predictive_entropy(p).numpy() == pytest.approx(pe)
-    assert expected_entropy(p).numpy() == pytest.approx(ee)
-    assert mutual_information(p).numpy() == pytest.approx(pe - ee)
-    assert max_softmax(p).numpy() == pytest.approx(mean.max(-1))
-    assert predictive_entropy(p[0]).numpy() == pytest.approx(-(a[0] * np.log(a[0])).sum(-1))
-
-
 def test_identical_members_have_zero_mi_and_uniform_max_entropy():
-    p = rand_probs(m=1, seed=2).expand(4, -1, -1)
+    p = member_probs(1, 20, 4, seed=2).expand(4, -1, -1)
     assert float(mutual_information(p).max()) == pytest.approx(0.0, abs=1e-12)
     u = torch.full((2, 3, 5), 0.2, dtype=torch.float64)
     assert predictive_entropy(u).tolist() == pytest.approx([math.log(5)] * 3)
 
 
 def test_zero_probabilities_are_fine():
-    p = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]])
-    assert mutual_information(p).tolist() == pytest.approx([math.log(2)])
+    assert mutual_information(torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]])).tolist() == pytest.approx([math.log(2)])
 
 
-def test_max_logit():
-    z = torch.tensor([[[1.0, 3.0]], [[2.0, -1.0]]])
-    assert max_logit(z).tolist() == [1.5]
-    assert max_logit(z[0]).tolist() == [3.0]
-
-
-def test_logits_rejected_where_probs_needed():
+def test_bad_inputs():
     z = torch.randn(3, 5, 4)
-    for fn in (pds, bma_confidence, mutual_information, expected_entropy, predictive_entropy):
-        with pytest.raises(EnsdivError, match="looks like logits"):
-            fn(z)
-
-
-def test_shape_and_nan_errors():
-    with pytest.raises(EnsdivError, match=r"\(M, N, C\)"):
-        pds(torch.ones(4, 1) / 1)
-    p = rand_probs()
+    for fn in (pds, bma_confidence, mutual_information, expected_entropy, predictive_entropy, max_softmax):
+        bad(lambda fn=fn: fn(z), "looks like logits")
+    bad(lambda: pds(torch.ones(4, 1)), r"\(M, N, C\)")
+    bad(lambda: max_logit(torch.ones(4)), r"\(N, C\)")
+    p = member_probs(3, 20, 4)
     p[0, 0, 0] = float("nan")
-    with pytest.raises(EnsdivError, match="NaN"):
-        pds(p)
+    bad(lambda: pds(p), "NaN")
+
+
+def test_validate_args_false_skips_checks():
+    z = torch.randn(3, 5, 4, generator=torch.Generator().manual_seed(0))
+    out = pds(z, validate_args=False)  # logits: the check would raise; the fast path computes anyway
+    assert out.shape == (5,)
+    assert torch.equal(out, z.max(0).values.sum(-1) / 4)
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 5), st.integers(1, 8), st.integers(2, 7), st.integers(0, 10_000), st.floats(0.1, 20.0))
 def test_properties(m, n, c, seed, scale):
-    p = rand_probs(m, n, c, seed, scale)
+    p = member_probs(m, n, c, seed=seed, scale=scale)
     mi = mutual_information(p)
-    assert bool((mi >= 0).all())
-    assert bool((mi <= math.log(min(m, c)) + 1e-9).all())
+    assert bool((mi >= 0).all()) and bool((mi <= math.log(min(m, c)) + 1e-9).all())
     s = pds(p, normalize=False)
     assert bool(((s >= 1 - 1e-9) & (s <= min(m, c) + 1e-9)).all())
-    sn = pds(p)
-    assert bool(((sn >= 1 / c - 1e-9) & (sn <= 1 + 1e-9)).all())
     b = bma_confidence(p)
     assert bool(((b >= 1 / c - 1e-9) & (b <= 1 + 1e-9)).all())

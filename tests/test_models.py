@@ -7,11 +7,11 @@ import torch
 import torch.nn as nn
 
 from ensdiv.errors import EnsdivError, UnknownNameError
-from ensdiv.models import create_model, list_models, model_info, register_model
+from ensdiv.models import cpu, create_model, list_models, model_info, register_model
 from ensdiv.models.paper import ALIASES, PAPER_MODELS, resolve_paper_name, sat_model_names
-from ensdiv.models.zoo_cpu import ARCHITECTURES  # noqa: E402
 
-CPU_MODELS = sorted(ARCHITECTURES)  # the cpu zoo (other helpers register more models)
+# the CPU-scale architectures: every function registered in ensdiv/models/cpu.py except the test_ variants
+CPU_MODELS = sorted(n for n in list_models(include_test=False) if model_info(n).factory.__module__ == cpu.__name__)
 TEST_MODELS = [f"test_{n}" for n in CPU_MODELS] + ["test_cnn"]
 
 
@@ -77,20 +77,29 @@ def test_bad_override_is_one_sentence():
 
 
 def test_pretrained_at_cpu_scale_is_refused():
-    with pytest.raises(EnsdivError, match="only at paper scale"):
+    with pytest.raises(EnsdivError, match="registered CPU-scale model without pretrained weights"):
         create_model("resnet", pretrained=True)
 
 
-def test_paper_scale_maps_names_and_missing_weights_say_where(tmp_path, monkeypatch):
+def test_a_name_is_one_architecture_and_missing_weights_say_where(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert resolve_paper_name("resnet") == "resnet50" and PAPER_MODELS["deit"] == "deit_tiny_patch16_224"
-    m = create_model("test_resnet", scale="paper", num_classes=5, img_size=32).eval()  # timm test model
+    # the CPU-scale ResNet and timm's ResNet-50 are two names; PAPER_MODELS says which stands for which
+    assert PAPER_MODELS["resnet"] == "resnet50" and PAPER_MODELS["deit"] == "deit_tiny_patch16_224"
+    small, big = create_model("resnet"), create_model("resnet50", in_chans=1)
+    assert sum(p.numel() for p in small.parameters()) < sum(p.numel() for p in big.parameters()) / 10
+    assert resolve_paper_name("resnet50") == "resnet50"
+    m = create_model("resnet10t", num_classes=5, img_size=32).eval()  # a timm name builds timm's model
     assert m(torch.rand(1, 1, 32, 32)).shape == (1, 5)
     with pytest.raises(EnsdivError, match="not on this machine.*put them in timm's cache"):
-        create_model("resnet", scale="paper", pretrained=True)
+        create_model("resnet50", pretrained=True)
     with pytest.raises(EnsdivError, match="not on this machine"):
-        create_model("resnet", scale="paper", pretrained=str(tmp_path / "missing.safetensors"))
+        create_model("resnet50", pretrained=str(tmp_path / "missing.safetensors"))
+
+
+def test_create_model_has_no_scale_switch():
+    with pytest.raises(EnsdivError, match="does not accept these options"):
+        create_model("resnet", scale="paper")
 
 
 def test_every_sat_name_resolves_to_a_timm_model():
@@ -105,5 +114,5 @@ def test_every_sat_name_resolves_to_a_timm_model():
 
 
 def test_unknown_paper_name():
-    with pytest.raises(UnknownNameError, match="resnet50"):
-        create_model("resnet5O", scale="paper")
+    with pytest.raises(UnknownNameError, match="Unknown model 'resnet5O'"):
+        create_model("resnet5O")

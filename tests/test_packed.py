@@ -8,17 +8,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from ensdiv.errors import EnsdivError
-from ensdiv.models.packed import pack_members, packed_resnet
-from ensdiv.packed import (
+from ensdiv.models import (
     PackedConv2d,
     PackedLinear,
     count_mult_adds,
     count_params,
-    packed_channels,
+    pack_members,
     packed_mask,
     packed_param_count,
+    packed_resnet,
     to_members,
 )
+from ensdiv.models.layers import packed_channels
 
 
 def _naive_grouped_conv(x, weight, bias, groups, padding):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from ensdiv.data import paper_sets as ps
+from ensdiv.data.paper import sets as ps
 from ensdiv.errors import DataNotFoundError, EnsdivError, UnknownNameError
 
 WNIDS = ps.imagenet_wnids()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from ensdiv.data import paper_tensors as pt
+from ensdiv.data.paper import tensors as pt
 from ensdiv.data.registry import get_dataset, list_datasets
 from ensdiv.errors import DataNotFoundError, UnknownNameError
 
@@ -201,11 +201,11 @@ def test_unknown_split_name_is_rejected_by_the_registry(data_root):
 # ---- the Packed-Ensembles chapter's paper path on the fake files ---------------------------------
 def test_packed_ensembles_paper_path_runs_on_fake_cifar(data_root, tmp_store, capsys):
     import ensdiv as ed
-    from ensdiv import packed_study as ps
+    from ensdiv.chapters import packed_ensembles as ps
 
     _fake_cifar10(data_root)
     _fake_svhn(data_root)
-    cfg = ed.preset("packed-ensembles/tab01", "paper", train_subset=16, epochs=1, batch_size=16, seeds=[0],
+    cfg = ps.preset("tab01_efficient_ensembles", "paper", train_subset=16, epochs=1, batch_size=16, seeds=[0],
                     test_subset=20, ood_subset=20)
     assert cfg["dataset"] == "cifar10/train" and cfg["test_set"] == "cifar10/test"
     assert cfg["ood_set"] == "svhn/test" and cfg["arch"] == "resnet18"

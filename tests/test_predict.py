@@ -10,8 +10,8 @@ from ensdiv.data.registry import TensorSet
 from ensdiv.errors import EnsdivError
 from ensdiv.models import create_model
 from ensdiv.predict import predict, predict_many
-from ensdiv.recipes import Recipe
 from ensdiv.store import Store
+from ensdiv.train.recipes import Recipe
 
 
 def _set(n=40, c=1, size=28, classes=10) -> TensorSet:
@@ -60,7 +60,7 @@ def test_ensemble_in_one_model_gives_mnc():
 def test_packed_member_features_are_the_input_of_each_members_head():
     """Member m's logits depend on member m's features only: perturbing member 1's block of the
     member-major feature vector changes member 1's logits and leaves member 0's (γ=1 head) alone."""
-    from ensdiv.packed import to_members
+    from ensdiv.models.layers.packed import to_members
 
     torch.manual_seed(0)
     m = create_model("test_packed", num_estimators=4, alpha=2, gamma=1).eval()
@@ -95,7 +95,7 @@ def test_efficient_ensembles_give_member_features(name):
 
 def test_recipe_predictions_are_cached_and_stack(tmp_path):
     st = Store(tmp_path)
-    recipes = [Recipe(model="test_cnn", epochs=1, batch_size=64, train_subset=128, seed=s) for s in (0, 1)]
+    recipes = [Recipe.make(model="test_cnn", epochs=1, batch_size=64, train_subset=128, seed=s) for s in (0, 1)]
     data = _set()
     a = predict(recipes[0], data, store=st)
     assert len(st.entries("predictions")) == 1 and len(st.entries("model")) == 1

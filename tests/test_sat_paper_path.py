@@ -1,6 +1,6 @@
 """attack-similarity's ``paper`` path on tiny fakes: the ``imagenet/val-5k`` set built from a fake
 ImageNet val folder, pretrained paper models that carry their input pipeline, and the chapter's SAT
-run on pretrained models (one source at a time) checked against :func:`ensdiv.similarity.sat_matrix`."""
+run on pretrained models (one source at a time) checked against :func:`ensdiv.transfer.sat_matrix`."""
 
 from __future__ import annotations
 
@@ -11,17 +11,18 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-import ensdiv.similarity as esim
+import ensdiv.transfer as transfer
 from ensdiv.attacks import InputSpec, forward_pixels, input_spec
-from ensdiv.config import preset
-from ensdiv.data import paper_tensors as pt
-from ensdiv.data.paper_imagenet import imagenet_wnids
+from ensdiv.chapters import attack_similarity as ch
+from ensdiv.chapters import preset
+from ensdiv.chapters.zoo import EVAL_SET
+from ensdiv.data.paper import tensors as pt
+from ensdiv.data.paper.imagenet import imagenet_wnids
 from ensdiv.data.registry import get_dataset, list_datasets
 from ensdiv.errors import DataNotFoundError, EnsdivError
 from ensdiv.models import paper as mp
 from ensdiv.predict import predict
-from ensdiv.recipes import Recipe
-from ensdiv.zoo import EVAL_SET
+from ensdiv.train import Recipe
 
 WNIDS = imagenet_wnids()  # timm's 1000-class order
 # class index -> number of images in the fake val folder (1, 5 and 7: fewer, exactly, more than 5)
@@ -163,7 +164,7 @@ def test_missing_weights_in_timm_cache_reach_chapter_recipes(monkeypatch):
     monkeypatch.setattr(mp, "_local_weights", lambda name: None)  # nothing in timm's cache
     cfg = preset("attack-similarity/fig02_similarity_vs_err", "paper", zoo=["resnet50"])
     with pytest.raises(EnsdivError, match=r"Pretrained weights for 'resnet50' are not on this machine; put"):
-        esim.chapter_recipes(cfg)
+        ch.chapter_recipes(cfg)
 
 
 # ---- the chapter's paper path end to end on two tiny pretrained-from-file models -------------------
@@ -175,14 +176,14 @@ def test_chapter_sat_paper_scale_on_pretrained_models_matches_sat_matrix(fake_im
     cfg = preset("attack-similarity/fig02_similarity_vs_err", "paper", zoo=["test_vit", "test_resnet"],
                  subsample=8, steps=2)  # fmt: skip
     assert cfg.zoo and preset("attack-similarity/fig02_similarity_vs_err", "paper").zoo == ["sat69"]
-    models = esim.chapter_recipes(cfg)
+    models = ch.chapter_recipes(cfg)
     assert [m.ensdiv_name for m in models] == ["test_vit", "test_resnet"]
     assert all(isinstance(m, mp.PixelModel) and not m.training for m in models)
-    (base,) = esim.chapter_recipes(cfg, ["arch/resnet"])  # zoo keys stay (trainable) recipes
-    assert isinstance(base, Recipe) and base.name == "resnet" and base.scale == "paper"
+    (base,) = ch.chapter_recipes(cfg, ["arch/resnet"])  # zoo keys stay (trainable) recipes
+    assert isinstance(base, Recipe) and base.name == "resnet" and base.model.name == "resnet50"
 
-    sat = esim.chapter_sat(cfg, models)
-    ref = esim.sat_matrix(models, EVAL_SET["paper"], subsample=8, seed=0, names=["test_vit", "test_resnet"],
+    sat = ch.chapter_sat(cfg, models)
+    ref = transfer.sat_matrix(models, EVAL_SET["paper"], subsample=8, seed=0, names=["test_vit", "test_resnet"],
                           attack_kwargs={"eps": cfg.eps, "alpha": cfg.alpha, "steps": 2})  # fmt: skip
     assert sat.names == ref.names == ["test_vit", "test_resnet"]
     assert sat.fooled.shape == (2, 2, 8) and torch.equal(sat.fooled, ref.fooled)
@@ -191,11 +192,11 @@ def test_chapter_sat_paper_scale_on_pretrained_models_matches_sat_matrix(fake_im
     assert torch.allclose(sat.scores, ref.scores, equal_nan=True)
     assert len(list((tmp_store.root / "sat-row").rglob("*.pt"))) == 2  # one cached row per source
 
-    monkeypatch.setattr(esim, "run_attack", lambda *a, **k: pytest.fail("re-attacked a cached source"))
-    again = esim.chapter_sat(cfg, models)
+    monkeypatch.setattr(transfer, "run_attack", lambda *a, **k: pytest.fail("re-attacked a cached source"))
+    again = ch.chapter_sat(cfg, models)
     assert torch.equal(again.fooled, sat.fooled)
 
-    ev = esim.chapter_eval_set(cfg)
+    ev = ch.chapter_eval_set(cfg)
     data = get_dataset(ev)
     with torch.no_grad():
         dev = next(models[0].parameters()).device  # CUDA when there is one

@@ -1,4 +1,4 @@
-"""Tests of ensdiv.sat_release against hand computations and plain numpy."""
+"""Tests of ensdiv.chapters.attack_similarity.release against hand computations and plain numpy."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ensdiv.errors import DataNotFoundError, EnsdivError
-from ensdiv.sat_release import (
+from ensdiv.chapters.attack_similarity.release import (
     COMPONENTS,
     PAPER_CLUSTERS,
     PAPER_ORDER,
@@ -21,6 +20,7 @@ from ensdiv.sat_release import (
     spectral_clusters,
     spectral_features,
 )
+from ensdiv.errors import DataNotFoundError, EnsdivError
 
 
 def test_released_files_load_and_match_paper_list():

@@ -1,4 +1,4 @@
-"""Tests of ensdiv.similarity: the N×N SAT matrix against per-pair loops, one-side scores, bad input."""
+"""Tests of ensdiv.transfer: the N×N SAT matrix against per-pair loops, one-side scores, bad input."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch.nn as nn
 from ensdiv.attacks import pgd
 from ensdiv.data.registry import TensorSet
 from ensdiv.errors import EnsdivError
-from ensdiv.similarity import sat_from_fooled, sat_matrix, sat_one_side
+from ensdiv.transfer import sat_from_fooled, sat_matrix, sat_one_side
 
 ATTACK = {"eps": 0.5, "alpha": 0.1, "steps": 8}
 
@@ -108,11 +108,11 @@ def test_empty_dataset_and_bad_models():
 
 @pytest.mark.filterwarnings("ignore:Some pairs of models")
 def test_recipes_are_cached_and_new_model_only_attacked_once(tmp_path):
-    from ensdiv.recipes import Recipe
     from ensdiv.store import Store
+    from ensdiv.train import Recipe
 
     store = Store(tmp_path)
-    r1 = Recipe(model="test_mlp", epochs=1, train_subset=64, seed=0, batch_size=32)
+    r1 = Recipe.make(model="test_mlp", epochs=1, train_subset=64, seed=0, batch_size=32)
     r2 = r1.replace(seed=1)
     r3 = r1.replace(seed=2)
     kw = {"subsample": 16, "attack_kwargs": {"steps": 2, "eps": 0.1, "alpha": 0.05}, "store": store}
@@ -127,7 +127,7 @@ def test_recipes_are_cached_and_new_model_only_attacked_once(tmp_path):
 def test_trend_line_matches_numpy():
     import numpy as np
 
-    from ensdiv.similarity import trend_line
+    from ensdiv.analysis import trend_line
 
     rng = np.random.default_rng(0)
     x = rng.random(40)
@@ -144,7 +144,7 @@ def test_trend_line_matches_numpy():
 
 
 def test_draw_cluster_ensembles_uses_exactly_k_clusters():
-    from ensdiv.similarity import draw_cluster_ensembles
+    from ensdiv.chapters.attack_similarity import draw_cluster_ensembles
 
     labels = [1, 1, 1, 2, 2, 3, 3, 3, 4]
     for size in (2, 3, 4):

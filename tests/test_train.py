@@ -8,12 +8,14 @@ import pytest
 import torch
 import torch.nn as nn
 
-from ensdiv.data.registry import TensorSet
+import ensdiv as ed
+from ensdiv import losses
+from ensdiv.data import TensorSet
 from ensdiv.errors import EnsdivError
 from ensdiv.models import create_model
-from ensdiv.recipes import Recipe
 from ensdiv.store import Store
-from ensdiv.train import fit, lr_factor, train_recipe
+from ensdiv.train import Distill, Heads, Joint, Optim, Recipe, fit, lr_factor, set_classifier, train_recipe
+from ensdiv.train.frameworks import distillation_loss
 
 
 def _toy(n: int = 96, seed: int = 0) -> TensorSet:
@@ -32,7 +34,7 @@ def _weights(model: nn.Module) -> torch.Tensor:
 def _train(seed: int, **kw) -> nn.Module:
     torch.manual_seed(123)
     model = create_model("test_cnn", num_classes=3, img_size=8)
-    return fit(model, _toy(), epochs=2, lr=0.1, seed=seed, batch_size=16, progress=False, **kw)
+    return fit(model, _toy(), Optim(epochs=2, lr=0.1, batch_size=16), seed=seed, progress=False, **kw)
 
 
 def test_same_seed_same_weights_and_different_seed_differs():
@@ -51,7 +53,7 @@ def test_every_optimizer_learns_the_toy_task(opt):
     torch.manual_seed(0)
     model = create_model("test_mlp", num_classes=3, img_size=8)
     lr = 0.1 if opt == "sgd" else 0.01
-    fit(model, _toy(), epochs=15, lr=lr, seed=0, batch_size=16, optimizer=opt, progress=False)
+    fit(model, _toy(), Optim(epochs=15, lr=lr, batch_size=16, optimizer=opt), seed=0, progress=False)
     acc = (model(_toy().x).argmax(1) == _toy().y).float().mean()
     assert acc > 0.9
 
@@ -84,13 +86,13 @@ class _CountingLoss(nn.Module):
 
 def test_training_loss_hook_is_called():
     m = _CountingLoss()
-    fit(m, _toy(), epochs=1, lr=0.1, batch_size=16, progress=False)
+    fit(m, _toy(), Optim(epochs=1, lr=0.1, batch_size=16), progress=False)
     assert m.calls == len(_toy()) // 16
 
 
 def _recipe(**kw) -> Recipe:
     base = dict(model="test_cnn", dataset="fmnist/train", epochs=3, batch_size=64, lr=0.05, train_subset=256)
-    return Recipe(**{**base, **kw})
+    return Recipe.make(**{**base, **kw})
 
 
 def test_train_recipe_caches(tmp_path):
@@ -123,43 +125,22 @@ def test_model_data_mismatch_is_one_sentence():
     with pytest.raises(EnsdivError, match="outputs 10 classes.*num_classes=12"):
         data = _toy()
         data.y[0] = 11
-        fit(create_model("test_cnn", img_size=8), data, epochs=1, lr=0.1, progress=False)
+        fit(create_model("test_cnn", img_size=8), data, Optim(epochs=1, lr=0.1), progress=False)
     with pytest.raises(EnsdivError, match="3-channel images.*in_chans=1"):
-        fit(
-            create_model("test_cnn", in_chans=3, num_classes=3, img_size=8),
-            _toy(),
-            epochs=1,
-            lr=0.1,
-            progress=False,
-        )
+        fit(create_model("test_cnn", in_chans=3, num_classes=3, img_size=8), _toy(), Optim(epochs=1, lr=0.1),
+            progress=False)
     with pytest.raises(EnsdivError, match="cannot take"):
-        fit(create_model("test_mlp", num_classes=3, img_size=28), _toy(), epochs=1, lr=0.1, progress=False)
+        fit(create_model("test_mlp", num_classes=3, img_size=28), _toy(), Optim(epochs=1, lr=0.1), progress=False)
 
 
-def test_paper_scale_recipe_trains_a_timm_model(tmp_path):
-    # timm's own tiny `test_resnet` stands in for resnet50: the paper path end to end, in seconds
-    r = _recipe(model="test_resnet", scale="paper", epochs=1, train_subset=64, batch_size=32)
+def test_a_timm_name_trains_a_timm_model(tmp_path):
+    # timm's small `resnet10t` stands in for resnet50: a timm name is the paper path, end to end, in seconds
+    r = _recipe(model="resnet10t", epochs=1, train_subset=64, batch_size=32)
     m = train_recipe(r, store=Store(tmp_path), progress=False)
     assert type(m).__name__ == "ResNet" and m.ensdiv_meta["train_size"] == 64
 
 
-def test_nt_xent_matches_a_loop():
-    from ensdiv.frameworks import nt_xent
-
-    g = torch.Generator().manual_seed(0)
-    z1, z2 = torch.randn(5, 4, generator=g), torch.randn(5, 4, generator=g)
-    z = torch.nn.functional.normalize(torch.cat([z1, z2]), dim=1)
-    total = 0.0
-    for i in range(10):
-        j = (i + 5) % 10
-        denom = sum(math.exp(float(z[i] @ z[k]) / 0.5) for k in range(10) if k != i)
-        total += -math.log(math.exp(float(z[i] @ z[j]) / 0.5) / denom)
-    assert nt_xent(z1, z2, 0.5).item() == pytest.approx(total / 10, rel=1e-5)
-
-
 def test_probe_standardisation_is_folded_into_the_classifier():
-    from ensdiv.frameworks import set_classifier
-
     torch.manual_seed(0)
     m = create_model("test_cnn", num_classes=3, img_size=8).eval()
     x = _toy().x
@@ -173,17 +154,81 @@ def test_probe_standardisation_is_folded_into_the_classifier():
 
 
 def test_distillation_loss_by_hand():
-    from ensdiv.frameworks import distillation_loss
-
     teacher = nn.Linear(4, 3)
     student = nn.Linear(4, 3)
     x, y = torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])
     t, s = teacher(x).detach(), student(x)
-    r = Recipe(framework="distill", teacher=Recipe(), distill_alpha=0.7, distill_temperature=2.0)
+    r = Recipe.make().replace(method=Distill(teacher=Recipe.make(), alpha=0.7, temperature=2.0))
     p_t = torch.softmax(t / 2, -1)
     kl = (p_t * (p_t.log() - torch.log_softmax(s / 2, -1))).sum(-1).mean() * 4
     soft = 0.3 * nn.functional.cross_entropy(s, y) + 0.7 * kl
     assert distillation_loss(teacher, r)(student, x, y).item() == pytest.approx(soft.item(), rel=1e-5)
     hard = 0.3 * nn.functional.cross_entropy(s, y) + 0.7 * nn.functional.cross_entropy(s, t.argmax(-1))
-    got = distillation_loss(teacher, r.replace(distill="hard"))(student, x, y)
+    got = distillation_loss(teacher, r.replace(method=r.method.replace(mode="hard")))(student, x, y)
     assert got.item() == pytest.approx(hard.item(), rel=1e-5)
+
+
+def test_jointly_trained_ensemble_returns_members_and_is_cached(tmp_path):
+    st = Store(tmp_path)
+    r = _recipe(epochs=1).replace(method=Joint(members=3, loss="independent"))
+    model = train_recipe(r, store=st, progress=False)
+    assert isinstance(model, ed.MemberStack) and model.num_estimators == 3
+    x = ed.get_dataset("fmnist/test").x[:5]
+    out = model(x)
+    assert out.shape == (3, 5, 10)
+    assert not torch.equal(out[0], out[1])  # members initialised with different seeds
+    again = train_recipe(r, store=st, progress=False)
+    assert torch.equal(again(x), out)
+
+
+def test_joint_members_start_from_init_seeds_init_plus_m(tmp_path):
+    r = _recipe(epochs=1, seed=4).replace(method=Joint(members=2))
+    from ensdiv.train import build_model
+
+    shape = {"num_classes": 10, "in_chans": 1, "img_size": 28}
+    stack = ed.train.frameworks.build_joint(r, build_model, **shape)
+    single = build_model(r.replace(init_seed=5), **shape)
+    assert torch.equal(_weights(stack.members[1]), _weights(single))
+
+
+def test_heads_start_from_the_backbone_head_and_only_heads_train(tmp_path):
+    st = Store(tmp_path)
+    backbone = _recipe(epochs=1, model="test_resnet")
+    r = backbone.replace(method=Heads(backbone=backbone, members=2), epochs=1)
+    model = train_recipe(r, store=st, progress=False)
+    bb = train_recipe(backbone, store=st, progress=False)
+    assert torch.equal(_weights(model.backbone), _weights(bb))  # the backbone is frozen
+    x = ed.get_dataset("fmnist/test").x[:4]
+    assert model(x).shape == (2, 4, 10)
+    assert len(st.entries("features")) == 1  # features of the training set computed once
+    assert torch.equal(train_recipe(r, store=st, progress=False)(x), model(x))
+
+
+def test_independent_loss_is_the_mean_member_cross_entropy():
+    g = torch.Generator().manual_seed(0)
+    logits, y = torch.randn(3, 5, 4, generator=g), torch.tensor([0, 1, 2, 3, 0])
+    naive = sum(nn.functional.cross_entropy(logits[m], y) for m in range(3)) / 3
+    assert losses.independent(logits, y).item() == pytest.approx(naive.item(), rel=1e-6)
+    with pytest.raises(ValueError, match="shaped \\(M, B, C\\)"):
+        losses.independent(logits[0], y)
+    with pytest.raises(ValueError, match="target has 4 samples"):
+        losses.independent(logits, y[:4])
+
+
+def test_nt_xent_matches_a_loop():
+    g = torch.Generator().manual_seed(0)
+    z1, z2 = torch.randn(5, 4, generator=g), torch.randn(5, 4, generator=g)
+    z = torch.nn.functional.normalize(torch.cat([z1, z2]), dim=1)
+    total = 0.0
+    for i in range(10):
+        j = (i + 5) % 10
+        denom = sum(math.exp(float(z[i] @ z[k]) / 0.5) for k in range(10) if k != i)
+        total += -math.log(math.exp(float(z[i] @ z[j]) / 0.5) / denom)
+    assert losses.nt_xent(z1, z2, temperature=0.5).item() == pytest.approx(total / 10, rel=1e-5)
+    with pytest.raises(ValueError, match="two \\(N, D\\) embeddings"):
+        losses.nt_xent(z1, z2[:3])
+
+
+def test_unknown_ensemble_loss_is_one_sentence():
+    with pytest.raises(EnsdivError, match="Unknown ensemble loss 'independant'.*Did you mean 'independent'"):
+        losses.ensemble_loss("independant")

@@ -1,6 +1,7 @@
 """The foundations chapter: the deep-ensemble primer, measuring diversity, corruptions, the zoo, benchmarks.
 
-Holds the presets of the foundations pages (``foundations/<stem>``); the shared model zoo is
+Holds the presets of the foundations pages (``foundations/<stem>``) and the deep ensemble the first
+pages share (:func:`deep_ensemble`, evaluated on :func:`eval_set`); the shared model zoo is
 :mod:`ensdiv.chapters.zoo`.
 """
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import ensdiv as ed
+from ensdiv.chapters import zoo
 from ensdiv.chapters._presets import chapter_preset
 
 SLUG = "foundations"
@@ -53,11 +56,9 @@ PRESETS["foundations/corruptions"] = {
     "common": {
         "seed": 0,  # seed of the corruptions drawn for the grids
         "image_index": 0,  # Fashion-MNIST test image shown in the grids
-        "model": "small_cnn",  # the model of foundations/deep_ensemble_basics (member 0 is reused)
-        "epochs": 3,
-        "batch_size": 128,
-        "lr": 0.05,
-        "train_subset": 0,
+        # the model evaluated under shift: member 0 of foundations/deep_ensemble_basics (reused from the cache)
+        "zoo_entry": _BASE["common"]["zoo_entry"],
+        "member_seed": _BASE["common"]["seed"],
         "eval_subset": 0,  # images per evaluation set (0: all 10,000)
         "build_sets": True,  # read the cached CPU-scale sets (built on first use)
         "damage_images": 8,  # images used to measure pixel damage per corruption and level
@@ -65,9 +66,6 @@ PRESETS["foundations/corruptions"] = {
         "data_root": "",  # paper scale: folder holding imagenet/val and ImageNet-C-bar
     },
     "smoke": {
-        "model": "test_cnn",
-        "epochs": 1,
-        "train_subset": 1024,
         "eval_subset": 128,
         "build_sets": False,
         "damage_images": 2,
@@ -86,6 +84,22 @@ PRESETS["foundations/zoo"] = {
     # paper scale needs ImageNet (see ensdiv.chapters.zoo); with train=False the table lists what is cached.
     "paper": {"train": False},
 }
+
+
+def deep_ensemble(scale: str, zoo_entry: str, seed: int, num_members: int) -> list[ed.Recipe]:
+    """The members of the chapter's deep ensemble: the zoo recipe ``zoo_entry`` at ``scale`` with seeds
+    ``seed, seed + 1, ...`` (initialisation and data order), everything else unchanged.
+
+    Member 0 with ``seed=0`` is the zoo's own model, so the zoo page and every page asking for the same
+    members reuse one cached training.
+    """
+    base = zoo.zoo_recipes(scale)[zoo_entry]
+    return [base.replace(seed=seed + m, name=f"{zoo_entry}-s{seed + m}") for m in range(num_members)]
+
+
+def eval_set(scale: str, n: int = 0) -> ed.TensorSet:
+    """The zoo's evaluation set at ``scale`` (``zoo.EVAL_SET``), a fixed seeded subset of ``n`` images (0: all)."""
+    return ed.get_dataset(zoo.EVAL_SET[scale]).subset(n, seed=0)
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):

@@ -2,7 +2,8 @@
 
 Every notebook of ``notebooks/packed-ensembles/`` goes through these functions, so the same method,
 scale and seed always map to the same :class:`~ensdiv.Recipe` and hence to the same cached model:
-``tab01`` trains them, ``tab02``, ``fig01``, ``appE`` and ``fig06_07`` only read the cache.
+``tab01_efficient_ensembles`` trains them; ``tab02_imagenet_ood_shift``, ``fig01_accuracy_vs_speed``,
+``appE_ood_criteria``, ``fig06_07_alpha_gamma`` and ``appF_sources_of_diversity`` read the cache.
 
 Methods (Table 1 of packed-ensembles): ``single``, ``batchensemble``, ``mimo``, ``masksembles``,
 ``packed`` (PE-(α, M, γ)) and ``deep_ensemble`` (M single models with consecutive seeds; member 0
@@ -32,6 +33,9 @@ __all__ = [
     "method_logits",
     "method_cost",
     "build_method",
+    "build_for",
+    "data_shape",
+    "timing_device",
     "ood_scores",
     "evaluate",
     "eval_set",
@@ -116,6 +120,27 @@ def build_method(method: str, *, arch: str, num_classes: int = 10, in_chans: int
     return ed.create_model(name, **shape, num_estimators=num_estimators, **extra, **kw)
 
 
+def data_shape(data: Any) -> tuple[int, int, int]:
+    """``(channels, height, width)`` of the images of a :class:`~ensdiv.TensorSet`."""
+    return tuple(int(s) for s in data.x.shape[1:])
+
+
+def build_for(method: str, cfg: dict, data: Any, **extra: Any) -> nn.Module:
+    """An untrained model of ``method`` with ``cfg``'s backbone, M, α, γ (and widths), shaped for ``data``
+    (channels, image size and classes read from the set); ``extra`` overrides α / γ."""
+    c, _, w = data_shape(data)
+    kw = {"widths": list(cfg["widths"])} if cfg.get("widths") else {}
+    kw.update(alpha=cfg["alpha"], gamma=cfg["gamma"])
+    kw.update(extra)
+    return build_method(method, arch=cfg["arch"], num_classes=data.num_classes, in_chans=c, img_size=w,
+                        num_estimators=cfg["num_estimators"], **kw)
+
+
+def timing_device() -> str:
+    """Where the throughput pages time their models: the GPU when there is one, else the CPU."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def method_cost(model: nn.Module, input_shape: tuple[int, int, int]) -> dict[str, float]:
     """Parameters (millions) and mult-adds (millions, per image) as in Table 1's last columns."""
 
@@ -168,12 +193,12 @@ def evaluate(logits: Tensor, labels: Tensor, ood_logits: Tensor | None = None, *
     """
 
     probs = logits.float().softmax(-1).mean(0)
-    out = {"acc": 100 * mt.accuracy(probs, labels), "nll": mt.nll(probs, labels),
-           "ece": mt.ece(probs, labels, n_bins=n_bins)}
+    out = {"acc": 100 * float(mt.accuracy(probs, labels)), "nll": float(mt.nll(probs, labels)),
+           "ece": float(mt.ece(probs, labels, n_bins=n_bins))}
     if ood_logits is not None:
         s_id, s_ood = ood_scores(logits, criterion), ood_scores(ood_logits, criterion)
-        out.update(aupr=100 * mt.aupr(s_id, s_ood), auroc=100 * mt.auroc(s_id, s_ood),
-                   fpr95=100 * mt.fpr_at_tpr(s_id, s_ood, tpr=0.95))
+        out.update(aupr=100 * float(mt.aupr(s_id, s_ood)), auroc=100 * float(mt.auroc(s_id, s_ood)),
+                   fpr95=100 * float(mt.fpr_at_tpr(s_id, s_ood, tpr=0.95)))
     return out
 
 
@@ -264,8 +289,9 @@ def mean_std(df: Any, *, by: Sequence[str] = ("method",), digits: int = 3) -> An
 # Presets of the Packed-Ensembles chapter (slug ``packed-ensembles``).
 #
 # The training keys (``arch`` ... ``augment``) are identical in every notebook that evaluates the
-# Table-1 methods (tab01, tab02, fig01, appE, fig06_07), so they resolve to the same recipes and share
-# the cached models: tab01 trains, the others read.
+# Table-1 methods (tab01_*, tab02_*, fig01_*, appE_*, fig06_07_*, appF_*), so they resolve to the same
+# recipes and share the cached models: tab01_efficient_ensembles trains, the others read (App. F's
+# "initialisation + order" ensemble is run 0's Deep Ensemble, its reference member run 0's single model).
 #
 # Paper scale: CIFAR-10 with a CIFAR-style ResNet-18 and SVHN as OOD (Table 1), ImageNet with a
 # ResNet-50 (Table 2). The appendix table of hyper-parameters is not part of the paper text we have
@@ -306,8 +332,8 @@ def _with_train(**extra_by_scale: dict) -> dict:
 
 
 PRESETS = {
-    "packed-ensembles/tab01": _with_train(),
-    "packed-ensembles/tab02": _with_train(
+    "packed-ensembles/tab01_efficient_ensembles": _with_train(),
+    "packed-ensembles/tab02_imagenet_ood_shift": _with_train(
         # cpu: the tab01 models (same recipes) judged on two OOD sets and a rendition-like shift.
         smoke={"ood_sets": ["digits", "textures/frost"], "shift_sets": ["fmnist-r"]},
         cpu={"ood_sets": ["digits", "textures/frost"], "shift_sets": ["fmnist-r"]},
@@ -315,32 +341,28 @@ PRESETS = {
                "batch_size": 256, "lr": 0.1, "weight_decay": 1e-4, "augment": "flip", "alpha": 3, "gamma": 1,
                "seeds": [0], "ood_sets": ["imagenet-o", "textures"], "shift_sets": ["imagenet-r"]},
     ),
-    "packed-ensembles/fig01": _with_train(
+    "packed-ensembles/fig01_accuracy_vs_speed": _with_train(
         common={"throughput_batch": 128, "throughput_repeats": 3},
         smoke={"throughput_batch": 16, "throughput_repeats": 1},
     ),
-    "packed-ensembles/fig06_07": _with_train(
+    "packed-ensembles/fig06_07_alpha_gamma": _with_train(
         smoke={"alphas": [1, 2], "gammas": [1, 2], "seeds": [0]},
         cpu={"alphas": [1, 2, 3], "gammas": [1, 2, 4], "seeds": [0]},
         paper={"alphas": [1, 2, 3, 4], "gammas": [1, 2, 4], "seeds": [0, 1, 2]},
     ),
-    "packed-ensembles/fig03": {
+    "packed-ensembles/fig03_equivalent_forms": {
         "common": {"num_members": 3, "batch": 8, "seed": 0},
         "smoke": {}, "cpu": {}, "paper": {"batch": 64},
     },
-    "packed-ensembles/appE": _with_train(
+    "packed-ensembles/appE_ood_criteria": _with_train(
         cpu={"ood_set": "digits"}, paper={"dataset": "cifar100/train", "test_set": "cifar100/test"},
     ),
-    "packed-ensembles/appF": {
-        "common": {"num_members": 4, "lr": 0.05, "batch_size": 128, "weight_decay": 5e-4},
-        "smoke": {"arch": "test", "widths": None, "train_subset": 128, "epochs": 1, "test_subset": 200,
-                  "num_members": 2, "dataset": "fmnist/train", "test_set": "fmnist/test"},
-        "cpu": {"arch": "small", "widths": [16, 32, 64], "train_subset": 10000, "epochs": 4,
-                "test_subset": 2000, "dataset": "fmnist/train", "test_set": "fmnist/test"},
-        "paper": {"arch": "resnet18", "widths": None, "train_subset": 0, "epochs": 75, "test_subset": 0,
-                  "dataset": "cifar100/train", "test_set": "cifar100/test"},
-    },
-    "packed-ensembles/appH": {
+    # App. F: members of the Table-1 single model whose initialisation and data-order seeds vary apart
+    # (CIFAR-100 at paper scale, as the appendix); M = num_estimators.
+    "packed-ensembles/appF_sources_of_diversity": _with_train(
+        paper={"dataset": "cifar100/train", "test_set": "cifar100/test"},
+    ),
+    "packed-ensembles/appH_training_speed": {
         "common": {"num_estimators": 4, "archs": ["small", "resnet18"], "batch": 64, "train_batch": 32,
                    "repeats": 3, "train_steps": 2, "widths": [16, 32, 64]},
         "smoke": {"archs": ["test"], "batch": 8, "train_batch": 8, "repeats": 1, "train_steps": 1,

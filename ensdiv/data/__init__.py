@@ -10,7 +10,7 @@ from ensdiv.data.corruptions import PAPER_CBAR, corrupt, list_corruptions
 from ensdiv.data.fashion import FASHION_CLASSES, find_fashion_mnist, load_fashion_mnist
 from ensdiv.data.paper import PAPER_SETS, eval_transform, load_paper_set
 from ensdiv.data.registry import TensorSet, dataset_names, get_dataset, list_datasets, register_family
-from ensdiv.data.shifts import build_all_shift_sets, shift_set_names
+from ensdiv.data.shifts import NOISE_KINDS, RENDITION_STYLES, build_all_shift_sets, shift_images, shift_set_names
 
 __all__ = [
     "FASHION_CLASSES",
@@ -28,5 +28,8 @@ __all__ = [
     "load_fashion_mnist",
     "load_paper_set",
     "register_family",
+    "shift_images",
     "shift_set_names",
+    "NOISE_KINDS",
+    "RENDITION_STYLES",
 ]

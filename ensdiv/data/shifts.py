@@ -43,6 +43,7 @@ from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.store import cached
 
 __all__ = [
+    "shift_images",
     "RENDITION_STYLES",
     "NOISE_KINDS",
     "shift_set_names",
@@ -298,6 +299,37 @@ def noise_ood(kind: str) -> TensorSet:
         [],
         f"{kind} noise images, far OOD (label -1)",
     )
+
+
+def shift_images(name: str, x: torch.Tensor) -> torch.Tensor:
+    """The transform that builds the registered shift set ``name``, applied to the images ``x`` with the
+    set's own seed: a cheap preview of a set (a few images, or a subset at ``smoke`` scale) without
+    building all 10,000 of its images.
+
+    ``name`` is ``fmnist-v2``, ``fmnist-r`` (styles cycled image by image), ``fmnist-r/<style>``,
+    ``fmnist-c/<corruption>/<severity>`` or ``fmnist-cbar/<corruption>/<strength>``.
+
+    Shape:
+        x: (N, 1, H, W) in [0, 1]; returns the same shape in [0, 1].
+    """
+    seed = _seed(name)
+    family, _, rest = name.partition("/")
+    if family == "fmnist-v2" and not rest:
+        return resample(x, seed=seed)
+    if family == "fmnist-r":
+        if rest:
+            return render(x, rest, seed=seed)
+        out = torch.empty_like(x)
+        which = torch.arange(len(x)) % len(RENDITION_STYLES)
+        for i, style in enumerate(RENDITION_STYLES):
+            out[which == i] = render(x[which == i], style, seed=seed + i)
+        return out
+    if family in ("fmnist-c", "fmnist-cbar") and rest.count("/") == 1:
+        corruption, level = rest.split("/")
+        return corrupt(x, corruption, int(level) if family == "fmnist-c" else float(level), seed=seed)
+    raise unknown_name("shift set with an image transform", name,
+                       ["fmnist-v2", "fmnist-r", *(f"fmnist-r/{s}" for s in RENDITION_STYLES), "fmnist-c/...",
+                        "fmnist-cbar/..."])
 
 
 def load_shift_set(name: str) -> TensorSet:

@@ -30,13 +30,12 @@ Exceptions to "returns a tensor", where a tensor makes no sense:
   names, numbers) per ensemble.
 * :class:`MinibatchCKA` is an accumulator class, not a metric (its ``compute`` returns a tensor).
 * :data:`SAT_EPS` and :data:`SAT_IDENTICAL` are float constants.
-* :func:`attribution_variance_penalty` is a training loss (a differentiable 0-d tensor); it will
-  move to the losses module.
+* the attribution-variance penalty of Eq. 8 is a training loss: :func:`ensdiv.losses.attribution_variance`.
 * :func:`attributions` and :func:`gram_linear` / :func:`gram_rbf` / :func:`combination_index`
   return tensors but are inputs to metrics rather than metrics.
 """
 
-from ensdiv.metrics.attribution import attribution_diversity, attribution_variance_penalty, attributions
+from ensdiv.metrics.attribution import attribution_diversity, attributions
 from ensdiv.metrics.calibration import accuracy, aupr, auroc, brier, ece, fpr_at_tpr, nll
 from ensdiv.metrics.consistency import conversion_rate, error_consistency, error_inconsistency, specialization_angle
 from ensdiv.metrics.diversity import (
@@ -109,7 +108,6 @@ __all__ = [
     # attribution
     "attributions",
     "attribution_diversity",
-    "attribution_variance_penalty",
     # attack similarity
     "sat_score",
     "sat_score_one_side",

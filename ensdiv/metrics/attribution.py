@@ -8,7 +8,7 @@ Pass ``abs=`` to override either. Attributions are with respect to the target cl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
@@ -17,7 +17,7 @@ from torch import nn
 from ensdiv.errors import InvalidInputError
 from ensdiv.metrics.checks import as_tensor, compute_dtype
 
-__all__ = ["attributions", "attribution_diversity", "attribution_variance_penalty"]
+__all__ = ["attributions", "attribution_diversity"]
 
 Method = Literal["saliency", "integrated_gradients"]
 
@@ -158,54 +158,3 @@ def attribution_diversity(
     if reduction == "mean":
         return per.mean()
     raise InvalidInputError(f"reduction must be 'mean' or 'none', got {reduction!r}.")
-
-
-def attribution_variance_penalty(
-    models_or_logits_fn: Sequence[nn.Module] | Callable[[torch.Tensor], torch.Tensor],
-    x: torch.Tensor,
-    target: Any,
-    *,
-    abs: bool = True,
-    return_logits: bool = False,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Differentiable attribution diversity for the training loss of Eq. 8: (1/M) Σ_i l(h^i, y) - λ A.
-
-    Saliency attributions ∂ logit_target / ∂x of every member are computed with
-    ``torch.autograd.grad(create_graph=True)``, so A (the mean over samples of Eq. 7) can be
-    back-propagated into the members' weights. The paper reports this costs about 2× a forward-
-    backward pass (one extra backward per member).
-
-    Args:
-        models_or_logits_fn: a sequence of M members, or a callable x -> logits (M, N, C).
-        x: inputs, shape (N, C, H, W) (not modified).
-        target: classes to explain, shape (N,) (the labels during training).
-        abs: absolute saliency (default, as in :func:`attributions`).
-        return_logits: also return the (M, N, C) logits of the same forward pass (for the
-            cross-entropy term).
-
-    Returns:
-        A scalar tensor A (and the logits when ``return_logits``). Subtract ``lam * A`` from the loss.
-    """
-    x = as_tensor(x, "x").detach().requires_grad_(True)
-    t = _target(target, x.shape[0])
-    if isinstance(models_or_logits_fn, nn.Module) and not isinstance(models_or_logits_fn, nn.ModuleList):
-        out = models_or_logits_fn(x)
-        if out.ndim != 3:
-            raise InvalidInputError(
-                f"A single module must return member logits (M, N, C), got shape {tuple(out.shape)}; "
-                "pass a list of members."
-            )
-        outs = list(out)
-    elif callable(models_or_logits_fn) and not isinstance(models_or_logits_fn, nn.ModuleList):
-        outs = list(models_or_logits_fn(x))
-    else:
-        outs = [m(x) for m in models_or_logits_fn]
-    if not outs:
-        raise InvalidInputError("attribution_variance_penalty needs at least one member.")
-    grads = []
-    for o in outs:
-        (g,) = torch.autograd.grad(o.gather(1, t[:, None]).sum(), x, create_graph=True)
-        grads.append(g.abs() if abs else g)
-    attr = torch.stack(grads)
-    penalty = attr.var(dim=0, correction=0).reshape(x.shape[0], -1).sum(1).mean()
-    return (penalty, torch.stack(outs)) if return_logits else penalty

@@ -13,7 +13,8 @@ the scores only through their order, so the scores are replaced by their normali
 torchmetrics sees them: torchmetrics would otherwise apply a sigmoid to scores outside [0, 1],
 which rounds large scores to 1.0 and creates false ties.
 
-Every result is a 0-d tensor in :func:`~ensdiv.metrics.checks.compute_dtype` of the scores.
+Every result is a 0-d tensor in :func:`~ensdiv.metrics.checks.compute_dtype` of the scores; the
+torchmetrics-backed ones accumulate in float32 internally, so they carry ~1e-7 relative precision.
 """
 
 from __future__ import annotations

@@ -5,11 +5,11 @@ Importing this package imports every module that registers models (as timm's ``m
 so ``create_model`` / ``list_models`` see the whole registry after ``import ensdiv``.
 """
 
-from ensdiv.models import cpu, efficient, packed_resnet  # noqa: F401 - register their models
+from ensdiv.models import cpu  # noqa: F401 - registers the CPU-scale architectures
 from ensdiv.models.efficient import BatchEnsembleResNet, MasksemblesResNet, MIMOResNet
 from ensdiv.models.input_spec import InputSpec, forward_pixels, input_spec
 from ensdiv.models.layers import PackedConv2d, PackedLinear, packed_mask, packed_param_count, to_members
-from ensdiv.models.packed_resnet import PackedResNet, pack_members, packed_resnet
+from ensdiv.models.packed_resnet import PackedResNet, pack_members
 from ensdiv.models.paper import PAPER_MODELS, PixelModel, paper_models, sat_model_names
 from ensdiv.models.registry import ModelEntry, create_model, is_registered, list_models, model_info, register_model
 from ensdiv.models.stack import BackboneWithHeads, HeadStack, MemberStack, penultimate
@@ -42,7 +42,6 @@ __all__ = [
     "pack_members",
     "packed_mask",
     "packed_param_count",
-    "packed_resnet",
     "paper_models",
     "penultimate",
     "register_model",

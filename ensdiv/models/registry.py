@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import timm
 import torch.nn as nn
 
 from ensdiv.errors import EnsdivError, unknown_name
@@ -134,7 +135,7 @@ def create_model(
     _check_int("img_size", img_size)
     if name not in _MODELS:
         if not is_timm_name(name):
-            raise unknown_name("model", name, _MODELS)
+            raise unknown_name("model", name, [*_MODELS, *timm.list_models()])
         return create_paper_model(
             name, num_classes=num_classes, in_chans=in_chans, img_size=img_size, pretrained=pretrained, **overrides
         )

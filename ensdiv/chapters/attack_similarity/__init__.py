@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 
@@ -29,8 +30,14 @@ __all__ = [
     "release",
     "chapter_recipes",
     "chapter_eval_set",
+    "chapter_labels",
     "chapter_sat",
+    "chapter_sat_one_side",
+    "chapter_variants",
+    "sat_overview",
+    "sat_clusters",
     "draw_cluster_ensembles",
+    "cluster_ensemble_scores",
     "zoo_recipes",
     "EVAL_SET",
 ]
@@ -42,7 +49,7 @@ def chapter_recipes(cfg: Any, keys: Sequence[str] | None = None) -> list:
 
     At ``paper`` scale a key without a category (``"sat69"``: the paper's 69 models; a SAT table or
     timm name) gives the paper's *pretrained* ImageNet models instead, as nn.Modules taking [0, 1]
-    pixels (:func:`ensdiv.models.paper.paper_models`); zoo keys (``"arch/vit"``) stay recipes.
+    pixels (:func:`ensdiv.models.paper_models`); zoo keys (``"arch/vit"``) stay recipes.
     """
     if cfg["scale"] == "paper":
         out: list = []
@@ -64,18 +71,81 @@ def chapter_eval_set(cfg: Any) -> Any:
     return ed.get_dataset(name).subset(cfg["eval_subset"], seed=cfg["seed"])
 
 
+def chapter_labels(cfg: Any) -> torch.Tensor:
+    """The labels of :func:`chapter_eval_set`, shape (N,)."""
+    ev = chapter_eval_set(cfg)
+    return (ed.get_dataset(ev) if isinstance(ev, str) else ev).y
+
+
+def _attack_kwargs(cfg: Any, attack: str, steps: int | None = None) -> dict:
+    kw = {"eps": cfg["eps"], "steps": steps or cfg["steps"]}
+    if attack == "pgd":
+        kw["alpha"] = cfg["alpha"]
+    return kw
+
+
 def chapter_sat(cfg: Any, recipes: Sequence[Any], *, attack: str | None = None, steps: int | None = None,
                 names: Sequence[str] | None = None) -> ed.SatResult:
     """:func:`sat_matrix` of ``recipes`` on the zoo evaluation set, attack set by a chapter preset."""
     attack = attack or cfg["attack"]
-    kw = {"eps": cfg["eps"], "steps": steps or cfg["steps"]}
-    if attack == "pgd":
-        kw["alpha"] = cfg["alpha"]
+    kw = _attack_kwargs(cfg, attack, steps)
     if cfg["scale"] == "paper" and any(isinstance(m, nn.Module) for m in recipes):
         return ed.sat_by_source(recipes, EVAL_SET["paper"], subsample=cfg["subsample"], attack=attack,
                              attack_kwargs=kw, names=names, seed=cfg["seed"])  # fmt: skip
     return ed.sat_matrix(recipes, EVAL_SET[cfg["scale"]], subsample=cfg["subsample"], attack=attack,
                       attack_kwargs=kw, names=names, seed=cfg["seed"])
+
+
+def chapter_sat_one_side(cfg: Any, new_model: Any, models: Sequence[Any]) -> torch.Tensor:
+    """:func:`ensdiv.sat_one_side` of ``new_model`` against ``models`` (App. G): only the new model is
+    attacked, with the preset's attack, on the zoo evaluation set. Returns (N,) scores."""
+    return ed.sat_one_side(new_model, models, EVAL_SET[cfg["scale"]], subsample=cfg["subsample"], seed=cfg["seed"],
+                           attack=cfg["attack"], attack_kwargs=_attack_kwargs(cfg, cfg["attack"]))
+
+
+def sat_overview(sat: ed.SatResult) -> pd.DataFrame:
+    """Per model: clean accuracy on the attacked images and white-box attack success rate."""
+    return pd.DataFrame({"clean accuracy": sat.clean_accuracy.numpy(), "white-box success": sat.self_success.numpy()},
+                        index=pd.Index(sat.names, name="model"))
+
+
+def sat_clusters(sat: ed.SatResult | Any, n_clusters: int, *, n_init: int = 100, seed: int = 0) -> np.ndarray:
+    """Spectral clusters (:func:`release.spectral_clusters`) of a measured SAT matrix, labels 1..K.
+
+    Spectral clustering needs non-negative affinities: a SAT score below 0 (transfer rate under 1 %)
+    counts as 0, and an undefined (NaN) score as 0.
+    """
+    scores = sat.scores.numpy() if isinstance(sat, ed.SatResult) else np.asarray(sat, dtype=float)
+    affinity = np.nan_to_num(scores, nan=0.0).clip(min=0)
+    return release.spectral_clusters(affinity, n_clusters=n_clusters, n_init=n_init, seed=seed)
+
+
+def chapter_variants(cfg: Any, base_key: str) -> tuple[list, list[str]]:
+    """The within-architecture variants of Tab. D.1 / Fig. 4 for the zoo entry ``base_key``.
+
+    ``cfg.variants[<base name>]`` maps a group (``init``, ``hparam``, ``regime``) to a list of flat
+    recipe overrides (:meth:`ensdiv.Recipe.replace`). Returns ``(members, groups)``: the base recipe
+    first (group ``"base"``), then one recipe per override, named ``"<base>:<group><i>"``.
+    """
+    base = chapter_recipes(cfg, [base_key])[0]
+    members, groups = [base], ["base"]
+    for group, overrides in cfg["variants"][base.name].items():
+        for i, ov in enumerate(overrides):
+            members.append(base.replace(name=f"{base.name}:{group}{i + 1}", **ov))
+            groups.append(group)
+    return members, groups
+
+
+def cluster_ensemble_scores(logits: torch.Tensor, labels: torch.Tensor, combos: torch.Tensor) -> dict[str, float]:
+    """Mean top-1 error, error reduction rate and "all wrong" ratio (in %) of the ensembles ``combos`` (Fig. 3-4).
+
+    One row of :func:`ensdiv.metrics.ensemble_sweep` per ensemble (mean of logits); its ``err`` and
+    ``all_wrong`` columns are averaged over the ensembles (ensembles whose members make no error have no
+    ERR and are skipped in its mean).
+    """
+    sweep = ed.metrics.ensemble_sweep(logits, labels, combinations=combos)
+    return {"top-1 error (%)": 100 * float((1 - sweep["accuracy"]).mean()), "ERR (%)": 100 * float(sweep["err"].mean()),
+            "all wrong (%)": 100 * float(sweep["all_wrong"].mean())}
 
 
 def draw_cluster_ensembles(labels: Any, size: int, n_clusters_used: int, *, n_draws: int, seed: int = 0):

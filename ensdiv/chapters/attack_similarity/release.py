@@ -103,7 +103,7 @@ def keyword_matches(paper_keywords: list[tuple[str, str, str | None]], ours: lis
 
 def default_sat_root() -> Path:
     """``book/data/sat`` of the checkout this package lives in."""
-    return Path(__file__).resolve().parent.parent / "book" / "data" / "sat"
+    return Path(__file__).resolve().parents[3] / "book" / "data" / "sat"
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
