@@ -38,7 +38,7 @@ book: setup
 
 test: setup
 	$(VENV)/bin/ruff check ensdiv tests benchmarks notebooks
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q tests ensdiv
 
 bench: setup
 	$(VENV)/bin/ensdiv bench

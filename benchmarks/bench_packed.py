@@ -28,8 +28,9 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import write  # noqa: E402
 
+from ensdiv.chapters.packed_ensembles import build_method, method_cost  # noqa: E402
+from ensdiv.models import inference_throughput, training_throughput  # noqa: E402
 from ensdiv.models.layers.packed import PackedConv2d  # noqa: E402
-from ensdiv.chapters.packed_ensembles import build_method, inference_throughput, method_cost, training_throughput  # noqa: E402
 
 VARIANTS = {
     "single": ("single", {}),

@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ensdiv.data.registry import TensorSet
+from ensdiv.data import TensorSet
 from ensdiv.models import create_model
-from ensdiv.train.loop import fit
+from ensdiv.train import Optim, fit
 
 
 def images_per_second(name: str, *, batch: int = 64, steps: int = 8, repeats: int = 3) -> dict[str, float]:
@@ -47,11 +47,11 @@ def images_per_second(name: str, *, batch: int = 64, steps: int = 8, repeats: in
     )
     model = create_model(name)
     warm = TensorSet(data.x[: 2 * batch], data.y[: 2 * batch], "warm", data.classes)
-    fit(model, warm, epochs=1, lr=0.01, batch_size=batch, progress=False, accelerator="cpu")
+    fit(model, warm, Optim(epochs=1, lr=0.01, batch_size=batch), progress=False, accelerator="cpu")
     best = {"wall": 0.0, "cpu": 0.0}
     for _ in range(repeats):  # best of N: the run least disturbed by other jobs on the machine
         t0, c0 = time.perf_counter(), time.process_time()
-        fit(model, data, epochs=1, lr=0.01, batch_size=batch, progress=False, accelerator="cpu")
+        fit(model, data, Optim(epochs=1, lr=0.01, batch_size=batch), progress=False, accelerator="cpu")
         best["wall"] = max(best["wall"], n / (time.perf_counter() - t0))
         best["cpu"] = max(best["cpu"], n / (time.process_time() - c0))
     return best
@@ -111,9 +111,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="best of this many timings per architecture")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    from ensdiv.models.cpu import ARCHITECTURES
+    from ensdiv.chapters.zoo import ARCHS
 
-    names = list(ARCHITECTURES)  # the cpu zoo (other helpers' models have their own benchmarks)
+    names = list(ARCHS)  # the cpu zoo's architectures (other models have their own benchmarks)
     if args.quick:
         names = ["mlp", "small_cnn", "resnet"]
     ips = {}
