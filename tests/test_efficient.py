@@ -12,7 +12,6 @@ from ensdiv.models.efficient import (
     BatchEnsembleConv2d,
     BatchEnsembleLinear,
     BatchEnsembleResNet,
-    MasksemblesResNet,
     MIMOResNet,
     masksembles_masks,
     member_index,
@@ -113,27 +112,7 @@ def test_masksembles_masks_hand_properties():
     assert torch.equal(masksembles_masks(6, 3, scale=1.0), torch.ones(3, 6))
 
 
-def test_masksembles_eval_matches_manual_masking():
-    torch.manual_seed(0)
-    net = MasksemblesResNet("test", num_estimators=2, scale=2.0, in_chans=1, img_size=28).eval()
-    x = torch.randn(3, 1, 28, 28)
-    out = net(x)
-    bb = net.backbone
-    for m in range(2):
-        h = F.relu(bb.bn1(bb.conv1(x)))
-        for stage in bb.stages:
-            for block in stage[:-1]:
-                h = block(h)
-            h = h * stage[-1].masks[m].view(1, -1, 1, 1)
-        ref = bb.head(F.adaptive_avg_pool2d(h, 1).flatten(1))
-        torch.testing.assert_close(out[m], ref, atol=1e-5, rtol=1e-5)
-
-
-def test_masksembles_training_splits_batch():
-    net = MasksemblesResNet("test", num_estimators=2, in_chans=1, img_size=28).train()
-    x, y = torch.randn(4, 1, 28, 28), torch.randint(0, 10, (4,))
-    assert net(x).shape == (4, 10)
-    assert torch.isfinite(net.training_loss(x, y))
+# Masksembles' mask placement and training batch: tests/test_efficient_fidelity.py
 
 
 def test_bad_inputs():

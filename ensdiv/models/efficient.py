@@ -11,11 +11,21 @@ no class: a single model is ``single_<arch>`` and a Deep Ensemble is M seeded re
   ``y = ((x ∘ r_m) ⊛ W) ∘ s_m + b_m``. The batch is repeated M times (training and test), as in the
   reference implementations; batch-norm statistics are shared.
 * **MIMO** (Havasi et al., 2021): one network with ``M·C_in`` input channels and ``M·K`` outputs.
-  In training, member m gets its own shuffle of the batch (a fraction ``rho`` of the batch gets
-  the same image in every member); at test time the image is given to every member.
-* **Masksembles** (Durasov et al., 2021): M fixed binary channel masks, applied after every stage
-  of the network; in training the batch is split into M contiguous chunks, chunk m using mask m;
-  at test time the batch is repeated M times.
+  In training, member m gets its own shuffle of the batch, of which a fraction ``rho`` is shared
+  by every member (torch-uncertainty's convention: ρ = 1, Table 1's setting, gives every member the
+  same images — the members still differ, as they share the trunk and keep separate heads); the
+  batch can be repeated ``batch_repeat`` times first. At test time the image is given to every member.
+* **Masksembles** (Durasov et al., 2021): M fixed binary channel masks on the input of every
+  convolution after the stem and of the classifier, as in torch-uncertainty's implementation; in
+  training the batch is repeated M times (member m sees every image through mask m). The original
+  paper's split-batch training (chunk m of the batch through mask m) is kept as
+  ``train_mode="split"``.
+
+Randomness. The fast-weight signs of BatchEnsemble and the masks of Masksembles are drawn at
+construction from ``seed``, which defaults to a draw from torch's global generator — seeded by the
+training engine from the recipe's initialisation seed, so every seed of a run gets its own draw. MIMO's
+training shuffles use torch's global generator too, which the engine re-seeds at every epoch from the
+data-order seed, so a resumed run shuffles exactly as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ __all__ = [
     "MasksemblesResNet",
     "masksembles_masks",
     "member_index",
+    "mimo_permutations",
 ]
 
 
@@ -105,6 +116,11 @@ class BatchEnsembleLinear(nn.Module):
         return out * _per_member(out, self.s) + _per_member(out, self.bias)
 
 
+def _seed_or_draw(seed: int | None) -> int:
+    """``seed``, or a seed drawn from torch's global generator (seeded from the run's init seed)."""
+    return int(torch.randint(0, 2**31 - 1, ())) if seed is None else int(seed)
+
+
 def _check_m(num_estimators: int) -> None:
     if isinstance(num_estimators, bool) or not isinstance(num_estimators, int) or num_estimators < 1:
         raise EnsdivError(f"num_estimators (M) must be an integer >= 1, got {num_estimators!r}.")
@@ -115,6 +131,7 @@ class _RepeatEnsemble(nn.Module):
 
     num_estimators: int
     backbone: PackedResNet
+    _split_in_training = False
 
     def forward(self, x: Tensor) -> Tensor:
         b = x.shape[0]
@@ -141,7 +158,8 @@ class BatchEnsembleResNet(_RepeatEnsemble):
 
     Args:
         arch: ``resnet18``, ``resnet50``, ``small``, ``test`` (see :func:`packed_resnet`).
-        num_estimators: M. seed: seed of the fast-weight initialisation.
+        num_estimators: M. seed: seed of the fast-weight initialisation (default: drawn from torch's
+            global generator, i.e. from the run's initialisation seed).
         **kw: ``num_classes``, ``in_chans``, ``img_size``, ``widths``, ``drop_rate``.
 
     Shape: ``(B, C, H, W) -> (M, B, num_classes)``.
@@ -149,9 +167,10 @@ class BatchEnsembleResNet(_RepeatEnsemble):
 
     _split_in_training = False
 
-    def __init__(self, arch: str, *, num_estimators: int = 4, seed: int = 0, **kw) -> None:
+    def __init__(self, arch: str, *, num_estimators: int = 4, seed: int | None = None, **kw) -> None:
         super().__init__()
         _check_m(num_estimators)
+        seed = _seed_or_draw(seed)
         self.num_estimators = num_estimators
         self.backbone = packed_resnet(arch, alpha=1, num_estimators=1, gamma=1, **kw)
         counter = iter(range(10_000))
@@ -198,39 +217,73 @@ def masksembles_masks(channels: int, num_estimators: int, *, scale: float = 2.0,
     return masks
 
 
-class _ChannelMask(nn.Module):
-    def __init__(self, masks: Tensor) -> None:
+class _MaskedInput(nn.Module):
+    """A layer whose input channels are multiplied by member m's mask on member m's rows."""
+
+    def __init__(self, layer: nn.Module, masks: Tensor) -> None:
         super().__init__()
+        self.layer = layer
         self.register_buffer("masks", masks)
 
     def forward(self, x: Tensor) -> Tensor:
-        return x * _per_member(x, self.masks)
+        return self.layer(x * _per_member(x, self.masks))
+
+
+class _MaskedInput(nn.Module):
+    """A layer whose input channels are multiplied by member m's mask on member m's rows."""
+
+    def __init__(self, layer: nn.Module, masks: Tensor) -> None:
+        super().__init__()
+        self.layer = layer
+        self.register_buffer("masks", masks)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.layer(x * _per_member(x, self.masks))
 
 
 class MasksemblesResNet(_RepeatEnsemble):
-    """Masksembles of a ResNet (Durasov et al., 2021): fixed channel masks after every stage.
+    """Masksembles of a ResNet (Durasov et al., 2021): fixed channel masks on the input of every
+    convolution after the stem and of the classifier (torch-uncertainty's placement).
 
     Args:
         arch: ``resnet18``, ``resnet50``, ``small``, ``test``.
-        num_estimators: M. scale: mask scale (see :func:`masksembles_masks`). seed: mask seed.
+        num_estimators: M. scale: mask scale (see :func:`masksembles_masks`).
+        seed: mask seed (default: drawn from torch's global generator, i.e. from the run's init seed).
+        train_mode: ``"repeat"`` (the reference implementation: the batch is repeated M times, member m
+            sees every image through its mask) or ``"split"`` (the original paper's training: the batch
+            is split into M chunks, chunk m through mask m).
         **kw: ``num_classes``, ``in_chans``, ``img_size``, ``widths``, ``drop_rate``.
 
-    Shape: ``(B, C, H, W) -> (M, B, num_classes)`` in eval mode; in training mode the batch is split
-    into M chunks and the output is ``(B, num_classes)``.
+    Shape: ``(B, C, H, W) -> (M, B, num_classes)``; in training with ``train_mode="split"`` the output
+    is ``(B, num_classes)``.
     """
 
-    _split_in_training = True
-
-    def __init__(self, arch: str, *, num_estimators: int = 4, scale: float = 2.0, seed: int = 0,
-                 **kw) -> None:
+    def __init__(self, arch: str, *, num_estimators: int = 4, scale: float = 2.0, seed: int | None = None,
+                 train_mode: str = "repeat", **kw) -> None:
         super().__init__()
         _check_m(num_estimators)
-        self.num_estimators = num_estimators
+        if train_mode not in ("repeat", "split"):
+            raise EnsdivError(f"Masksembles train_mode must be 'repeat' or 'split', got {train_mode!r}.")
+        seed = _seed_or_draw(seed)
+        self.num_estimators, self.train_mode = num_estimators, train_mode
+        self._split_in_training = train_mode == "split"
         self.backbone = packed_resnet(arch, alpha=1, num_estimators=1, gamma=1, **kw)
-        pairs = zip(self.backbone.stages, self.backbone.stage_channels, strict=True)
-        for i, (stage, channels) in enumerate(pairs):
-            mask = masksembles_masks(channels, num_estimators, scale=scale, seed=seed + i)
-            self.backbone.stages[i] = nn.Sequential(*stage, _ChannelMask(mask))
+        counter = iter(range(10_000))
+        stem = self.backbone.conv1
+
+        def convert(module: nn.Module) -> None:
+            for name, child in module.named_children():
+                if isinstance(child, nn.Conv2d) and child is not stem:
+                    masks = masksembles_masks(child.in_channels, num_estimators, scale=scale, seed=seed + next(counter))
+                    setattr(module, name, _MaskedInput(child, masks))
+                else:
+                    convert(child)
+
+        convert(self.backbone.stages)
+        head = self.backbone.head
+        masks = masksembles_masks(head.in_features, num_estimators, scale=scale, seed=seed + next(counter))
+        self.backbone.head = _MaskedInput(head, masks)
+        self.num_masked_layers = next(counter)
 
 
 class _MIMOStem(nn.Conv2d):
@@ -260,6 +313,27 @@ class _MIMOStem(nn.Conv2d):
         return y.view(y.shape[0], self.num_estimators, self.member_out, *y.shape[2:]).sum(1)
 
 
+def mimo_permutations(batch: int, num_estimators: int, *, rho: float, batch_repeat: int = 1,
+                      generator: torch.Generator | None = None) -> list[Tensor]:
+    """MIMO's per-member input indices: the batch (repeated ``batch_repeat`` times) shuffled once, then
+    the first ``(1 − ρ)`` of that shuffle re-shuffled per member, the last ``ρ`` shared by all.
+
+    Draws from ``generator`` (default: torch's global generator, which the engine re-seeds per epoch).
+
+    Returns:
+        M index tensors of length ``batch_repeat · batch``.
+    """
+    idx = torch.arange(batch).repeat(batch_repeat)
+    shared = idx[torch.randperm(len(idx), generator=generator)]
+    n_ind = int(round(len(idx) * (1 - rho)))
+    perms = []
+    for _ in range(num_estimators):
+        own = shared.clone()
+        own[:n_ind] = shared[:n_ind][torch.randperm(n_ind, generator=generator)]
+        perms.append(own)
+    return perms
+
+
 class MIMOResNet(nn.Module):
     """MIMO ResNet (Havasi et al., 2021): M inputs stacked on channels, M heads.
 
@@ -267,26 +341,30 @@ class MIMOResNet(nn.Module):
         arch: ``resnet18``, ``resnet50``, ``small``, ``test``.
         num_estimators: M.
         rho: fraction of each training batch that every member sees in the same order (input
-            repetition). 0 = fully independent members. Table 1 labels its MIMO "ρ = 1"; in the
-            reference code's convention that would give every member the same inputs, which makes
-            the members copies, so we default to 0.5 and expose the knob.
+            repetition, torch-uncertainty's convention). Table 1's "MIMO (ρ = 1)" is the default: every
+            member gets the same shuffled images; the members differ through their own heads and
+            input filters. 0 = fully independent shuffles.
+        batch_repeat: repeat the batch this many times before shuffling (the MIMO paper's batch
+            repetition; 1 = off, as in Table 1).
         num_classes, in_chans, img_size, widths, drop_rate: as :func:`packed_resnet`.
 
     Shape: ``(B, C, H, W) -> (M, B, num_classes)``.
     """
 
-    def __init__(self, arch: str, *, num_estimators: int = 4, rho: float = 0.5, num_classes: int = 10,
-                 in_chans: int = 3, seed: int = 0, **kw) -> None:
+    def __init__(self, arch: str, *, num_estimators: int = 4, rho: float = 1.0, batch_repeat: int = 1,
+                 num_classes: int = 10, in_chans: int = 3, **kw) -> None:
         super().__init__()
         _check_m(num_estimators)
         if not 0.0 <= rho <= 1.0:
             raise EnsdivError(f"MIMO rho is a fraction of the batch and must be in [0, 1], got {rho!r}.")
+        if isinstance(batch_repeat, bool) or not isinstance(batch_repeat, int) or batch_repeat < 1:
+            raise EnsdivError(f"MIMO batch_repeat must be an integer >= 1, got {batch_repeat!r}.")
         self.num_estimators, self.rho, self.num_classes = num_estimators, rho, num_classes
+        self.batch_repeat = batch_repeat
         self.backbone = packed_resnet(arch, alpha=1, num_estimators=1, gamma=1,
                                       num_classes=num_classes * num_estimators,
                                       in_chans=in_chans * num_estimators, **kw)
         self.backbone.conv1 = _MIMOStem(self.backbone.conv1, num_estimators)
-        self._gen = torch.Generator().manual_seed(seed)
 
     def _run(self, stacked: Tensor) -> Tensor:
         return to_members(self.backbone(stacked), self.num_estimators)
@@ -306,15 +384,9 @@ class MIMOResNet(nn.Module):
         The MIMO paper sums the members' losses; we average, like every other model of the chapter,
         so one learning rate serves them all (the sum is the mean times M).
         """
-        b = x.shape[0]
-        shared = torch.randperm(b, generator=self._gen)
-        n_ind = int(round(b * (1 - self.rho)))
-        perms = []
-        for _ in range(self.num_estimators):
-            own = shared.clone()
-            own[:n_ind] = shared[:n_ind][torch.randperm(n_ind, generator=self._gen)]
-            perms.append(own.to(x.device))
-        logits = self._run(torch.cat([x[p] for p in perms], dim=1))  # (M, B, K)
+        perms = [p.to(x.device) for p in mimo_permutations(x.shape[0], self.num_estimators, rho=self.rho,
+                                                             batch_repeat=self.batch_repeat)]
+        logits = self._run(torch.cat([x[p] for p in perms], dim=1))  # (M, R·B, K)
         targets = torch.stack([y[p] for p in perms])
         return F.cross_entropy(logits.reshape(-1, self.num_classes), targets.reshape(-1))
 
@@ -323,7 +395,8 @@ def _register(name: str, cls: type, arch: str, what: str) -> None:
     def factory(num_classes: int, in_chans: int, img_size: int, **kw) -> nn.Module:
         return cls(arch, num_classes=num_classes, in_chans=in_chans, img_size=img_size, **kw)
 
-    register_model(name, family="Efficient ensembles", description=what)(factory)
+    # version 2: randomness from the run's seed; Masksembles on every convolution; MIMO ρ = 1
+    register_model(name, family="Efficient ensembles", description=what, version=2)(factory)
 
 
 for _arch, _tag in (("resnet18", "CIFAR-style ResNet-18"), ("resnet50", "CIFAR-style ResNet-50"),
@@ -331,5 +404,5 @@ for _arch, _tag in (("resnet18", "CIFAR-style ResNet-18"), ("resnet50", "CIFAR-s
     _prefix = "test_" if _arch == "test" else ""
     _suffix = "" if _arch == "test" else f"_{_arch}"
     _register(f"{_prefix}batchensemble{_suffix}", BatchEnsembleResNet, _arch, f"BatchEnsemble M=4, {_tag}")
-    _register(f"{_prefix}mimo{_suffix}", MIMOResNet, _arch, f"MIMO M=4, {_tag}")
+    _register(f"{_prefix}mimo{_suffix}", MIMOResNet, _arch, f"MIMO M=4 rho=1, {_tag}")
     _register(f"{_prefix}masksembles{_suffix}", MasksemblesResNet, _arch, f"Masksembles M=4 scale 2, {_tag}")
