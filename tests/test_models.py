@@ -88,7 +88,7 @@ def test_a_name_is_one_architecture_and_missing_weights_say_where(tmp_path, monk
     assert PAPER_MODELS["resnet"] == "resnet50" and PAPER_MODELS["deit"] == "deit_tiny_patch16_224"
     small, big = create_model("resnet"), create_model("resnet50", in_chans=1)
     assert sum(p.numel() for p in small.parameters()) < sum(p.numel() for p in big.parameters()) / 10
-    assert resolve_paper_name("resnet50") == "resnet50"
+    assert resolve_paper_name("resnet50") == "resnet50.a1_in1k"  # the SAT paper's weights, pinned
     m = create_model("resnet10t", num_classes=5, img_size=32).eval()  # a timm name builds timm's model
     assert m(torch.rand(1, 1, 32, 32)).shape == (1, 5)
     with pytest.raises(EnsdivError, match="not on this machine.*put them in timm's cache"):
@@ -116,3 +116,24 @@ def test_every_sat_name_resolves_to_a_timm_model():
 def test_unknown_paper_name():
     with pytest.raises(UnknownNameError, match="Unknown model 'resnet5O'"):
         create_model("resnet5O")
+
+
+def test_every_sat_name_resolves_offline_to_pinned_pretrained_weights():
+    """The 69 SAT models and Fig. G.2's Gluon ResNeXt-50 resolve to an ``arch.tag`` that current timm
+    has pretrained weights for (its registry only: nothing is downloaded)."""
+    import timm
+
+    from ensdiv.models.paper import NO_EQUIVALENT, SAT_WEIGHTS
+
+    pretrained = set(timm.list_pretrained())
+    for name in [*sat_model_names(), "gluon_resnext50_32x4d"]:
+        resolved = resolve_paper_name(name)
+        if name in NO_EQUIVALENT:
+            continue
+        tagged = resolved if "." in resolved else timm.models.get_pretrained_cfg(resolved) and resolved
+        assert tagged in pretrained or any(p.startswith(resolved + ".") for p in pretrained), name
+    # the renamed and re-defaulted ones load the weights the paper's timm 0.6.7 loaded
+    assert SAT_WEIGHTS["convnext_tiny"] == "convnext_tiny.fb_in1k"
+    assert resolve_paper_name("gluon_resnet101_v1c") == "resnet101c.gluon_in1k"
+    assert resolve_paper_name("jx_nest_tiny") == "nest_tiny_jx.goog_in1k"
+    assert all(v in pretrained for v in SAT_WEIGHTS.values())

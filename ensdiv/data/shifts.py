@@ -229,17 +229,7 @@ def fashion_r(style: str | None = None) -> TensorSet:
 
     def compute():
         test = _fashion_test()
-        if style is not None:
-            out = render(test.x, style, seed=seed)
-        else:
-            which = torch.randint(
-                0, len(RENDITION_STYLES), (len(test),), generator=torch.Generator().manual_seed(seed)
-            )
-            out = torch.empty_like(test.x)
-            for i, s in enumerate(RENDITION_STYLES):
-                sel = which == i
-                out[sel] = render(test.x[sel], s, seed=seed + i)
-        return {"x": _to_uint8(out), "y": test.y}
+        return {"x": _to_uint8(shift_images(name, test.x)), "y": test.y}
 
     desc = "Fashion-MNIST test as renditions (ImageNet-R analogue)" + ("" if style is None else f": {style}")
     return _cached_set(name, {"style": style, "seed": seed}, compute, list(FASHION_CLASSES), desc)
@@ -319,8 +309,9 @@ def shift_images(name: str, x: torch.Tensor) -> torch.Tensor:
     if family == "fmnist-r":
         if rest:
             return render(x, rest, seed=seed)
+        # one random style per image, drawn as the registered set draws it (its first len(x) images)
+        which = torch.randint(0, len(RENDITION_STYLES), (len(x),), generator=torch.Generator().manual_seed(seed))
         out = torch.empty_like(x)
-        which = torch.arange(len(x)) % len(RENDITION_STYLES)
         for i, style in enumerate(RENDITION_STYLES):
             out[which == i] = render(x[which == i], style, seed=seed + i)
         return out

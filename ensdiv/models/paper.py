@@ -25,7 +25,8 @@ import torch.nn as nn
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.models.input_spec import InputSpec, forward_pixels, input_spec
 
-__all__ = ["PAPER_MODELS", "ALIASES", "create_paper_model", "resolve_paper_name", "sat_model_names",
+__all__ = ["PAPER_MODELS", "ALIASES", "SAT_WEIGHTS", "NO_EQUIVALENT",
+           "create_paper_model", "resolve_paper_name", "sat_model_names",
            "PixelModel", "paper_models"]
 
 #: CPU-scale architecture name -> the timm model the papers used for it (design-diversity Table 1 /
@@ -48,9 +49,40 @@ PAPER_MODELS = {
     "small_cnn": "resnet18",
     "mlp": "resmlp_12_224",
 }
-#: Names of the SAT table that current timm no longer knows, -> the current name.
+#: Names of the SAT table that current timm no longer knows, -> the current name (no weights pinned).
 ALIASES = {
     "gluon_xception65": "xception65",
+}
+
+#: The weights the SAT paper's timm 0.6.7 loaded for a name, as a current timm ``arch.tag``.
+#: Only names whose current default differs from 0.6.7's, or that current timm renamed, are listed;
+#: every other SAT name loads timm's default, which is 0.6.7's. Our reading of timm 0.6.7's
+#: ``default_cfgs`` (the weights file each name pointed to then):
+SAT_WEIGHTS = {
+    "convnext_tiny": "convnext_tiny.fb_in1k",  # 0.6.7: ImageNet-1k; now defaults to ImageNet-12k pre-training
+    "regnetx_320": "regnetx_320.pycls_in1k",  # 0.6.7: pycls; now torchvision's v2 recipe
+    "seresnet50": "seresnet50.ra2_in1k",  # 0.6.7: seresnet50_ra_224; now the A1 recipe
+    "resnext50_32x4d": "resnext50_32x4d.ra_in1k",  # 0.6.7: resnext50_32x4d_ra; now A1h
+    "gluon_resnet101_v1c": "resnet101c.gluon_in1k",  # renamed
+    "jx_nest_tiny": "nest_tiny_jx.goog_in1k",  # renamed
+    "gluon_resnext50_32x4d": "resnext50_32x4d.gluon_in1k",  # renamed (Fig. G.2's extra model)
+    "resnet50": "resnet50.a1_in1k",  # unchanged, pinned so a future default cannot move it
+    "resnet101": "resnet101.a1h_in1k",
+    "swin_tiny_patch4_window7_224": "swin_tiny_patch4_window7_224.ms_in1k",
+    "vit_small_patch16_224": "vit_small_patch16_224.augreg_in21k_ft_in1k",
+    "vit_base_patch32_224": "vit_base_patch32_224.augreg_in21k_ft_in1k",
+    "vit_small_r26_s32_224": "vit_small_r26_s32_224.augreg_in21k_ft_in1k",
+    "wide_resnet50_2": "wide_resnet50_2.racm_in1k",
+    "seresnext50_32x4d": "seresnext50_32x4d.racm_in1k",
+    "regnety_032": "regnety_032.ra_in1k",
+    "resmlp_24_224": "resmlp_24_224.fb_in1k",
+    "resmlp_big_24_224": "resmlp_big_24_224.fb_in1k",
+    "xcit_medium_24_p16_224": "xcit_medium_24_p16_224.fb_in1k",
+    "xcit_tiny_12_p8_224": "xcit_tiny_12_p8_224.fb_in1k",
+}
+#: SAT names for which current timm has no equivalent of the paper's weights (what is loaded instead).
+NO_EQUIVALENT = {
+    "gluon_xception65": "xception65 with TensorFlow-ported weights (xception65.tf_in1k): the Gluon weights are gone",
 }
 
 
@@ -66,14 +98,16 @@ def sat_model_names() -> list[str]:
 
 
 def is_timm_name(name: str) -> bool:
-    """Whether ``name`` (after :data:`ALIASES`) is a timm model, or torchvision's ``squeezenet1_1``."""
-    name = ALIASES.get(name, name)
-    return name == "squeezenet1_1" or timm.is_model(name)
+    """Whether ``name`` is a timm model (``arch`` or ``arch.tag``), a pinned or aliased SAT name, or
+    torchvision's ``squeezenet1_1``."""
+    name = SAT_WEIGHTS.get(name, ALIASES.get(name, name))
+    return name == "squeezenet1_1" or timm.is_model(name.split(".")[0])
 
 
 def resolve_paper_name(name: str) -> str:
-    """The timm name for an aliased SAT name or a timm name (unknown -> close matches)."""
-    resolved = ALIASES.get(name, name)
+    """The timm name to build for ``name``: a SAT name's pinned ``arch.tag`` (:data:`SAT_WEIGHTS`), an
+    aliased SAT name, or ``name`` itself when timm knows it (unknown -> close matches)."""
+    resolved = SAT_WEIGHTS.get(name, ALIASES.get(name, name))
     if is_timm_name(resolved):
         return resolved
     raise unknown_name("timm model", name, timm.list_models())
