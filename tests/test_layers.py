@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("models", ("models",)),
     ("losses", ("losses",)),
     ("train", ("train",)),
-    ("predict", ("predict",)),
+    ("predict", ("predict", "workers")),
     ("metrics", ("metrics", "analysis")),
     ("ensembles", ("ensembles", "attacks")),
     ("transfer", ("transfer",)),

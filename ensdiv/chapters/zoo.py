@@ -26,13 +26,13 @@ from typing import Any
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
-from ensdiv import Distill, Pretrain, Recipe, Store, cached_predictions, default_store, get_dataset, predict
+from ensdiv import Distill, Pretrain, Recipe, Store, cached_predictions, default_store, get_dataset
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.models import PAPER_MODELS
 from ensdiv.store import config_key
-from ensdiv.train import model_cache_config, train_recipe
+from ensdiv.train import model_cache_config
+from ensdiv.workers import build_many
 
 __all__ = ["ZOO", "EVAL_SET", "zoo_recipes", "zoo_build", "zoo_list", "estimate_seconds", "category_of"]
 
@@ -222,37 +222,39 @@ def zoo_build(
     *,
     store: Store | None = None,
     progress: bool = True,
+    workers: int = 1,
     threads: int | None = None,
-) -> list[dict[str, Any]]:
+) -> pd.DataFrame:
     """Train (or load) every recipe of the zoo at ``scale`` and cache its test-set predictions.
 
     Args:
         scale: ``"smoke"``, ``"cpu"`` or ``"paper"``.
         only: keys or glob patterns (``"arch/*"``, ``["reinit", "hparam/resnet-lr0.2"]``); ``None`` = all.
         store: the cache (default store).
-        progress: overall tqdm bar (weighted by training cost, with ETA) plus each model's bar.
-        threads: ``torch.set_num_threads`` for the build (``None`` keeps torch's default).
+        progress: print one line per finished model (key, seconds, models left).
+        workers: training processes (:func:`ensdiv.workers.build_many`; 2 on two cores trains two
+            small models at once, one thread each); 1 trains here, one model after the other.
+        threads: torch threads per worker process (default 1 with several workers, else torch's default).
 
     Returns:
         One row per recipe, as :func:`zoo_list` returns them.
     """
     recipes = zoo_recipes(scale, only)
     store = store or default_store()
-    if threads:
+    by_label = {r.label: k for k, r in recipes.items()}
+    left = [len(recipes)]
+    t_start = time.perf_counter()
+
+    def done(recipe: Recipe, seconds: float) -> None:
+        left[0] -= 1
+        if progress:
+            print(f"zoo {scale}: {by_label.get(recipe.label, recipe.label):<28} {seconds:7.1f} s   "
+                  f"({left[0]} left, {time.perf_counter() - t_start:.0f} s so far)", flush=True)
+
+    if workers == 1 and threads:
         torch.set_num_threads(threads)
-    costs = {k: _images_seen(r) for k, r in recipes.items()}
-    bar = tqdm(
-        total=sum(costs.values()), desc=f"zoo {scale}", unit="img", unit_scale=True, disable=not progress
-    )
-    for key, r in recipes.items():
-        bar.set_postfix_str(key)
-        t0 = time.perf_counter()
-        train_recipe(r, store=store, progress=progress)
-        predict(r, EVAL_SET[scale], store=store)
-        bar.update(costs[key])
-        if time.perf_counter() - t0 > 1:
-            bar.refresh()
-    bar.close()
+    build_many(list(recipes.values()), EVAL_SET[scale], workers=workers, threads=threads or 1, store=store,
+               on_done=done)
     return zoo_list(scale, store=store, only=only)
 
 

@@ -29,6 +29,7 @@ cache of the trained model and of its predictions.
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -282,7 +283,7 @@ _FLAT = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=True)
 class Recipe:
     """Everything that decides one trained model (see the module docstring).
 
@@ -398,6 +399,9 @@ class Recipe:
                 d["method"][inner] = Recipe.from_dict(d["method"][inner]).key()
         d["recipe_version"] = RECIPE_VERSION
         return d
+
+    def __hash__(self) -> int:  # the parts hold dicts: hash the canonical form, so recipes can key dicts
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
 
     # ---- shorthands ----------------------------------------------------------------------------------
     @property
