@@ -108,7 +108,8 @@ def _resolve_models(models: Sequence[Any], names: Sequence[str] | None):
         if not isinstance(m, Recipe | nn.Module):
             raise EnsdivError(f"SAT models must be nn.Modules or ed.Recipes, got a {type(m).__name__}.")
     if names is None:  # a recipe's name or model, a PixelModel's ensdiv_name, else the class and index
-        names = [(r.name or r.model.name) if r is not None else getattr(m, "ensdiv_name", None) or f"{type(m).__name__}_{k}"
+        names = [(r.name or r.model.name) if r is not None
+                 else getattr(m, "ensdiv_name", None) or f"{type(m).__name__}_{k}"
                  for k, (m, r) in enumerate(zip(models, recipes, strict=True))]  # fmt: skip
     if len(names) != len(models):
         raise EnsdivError(f"Got {len(names)} names for {len(models)} models; give one name per model.")
