@@ -1,165 +1,143 @@
-"""Training throughput of the cpu-scale zoo, the zoo build time estimate, and vmap-stacked members.
+"""Training speed on this machine: the engine against the raw step, and each lever as a side-by-side ratio.
 
-Measures, on this machine:
+Measured in one run, on the same inputs (28x28x1, 10 classes), for the cpu-scale zoo's architectures:
 
-1. images/s of training (forward + backward + SGD step, batch 64, 28x28x1) per architecture, through
-   the same Fabric engine as ``ed.fit`` (a short ``fit`` on a fixed set after a warm-up, best of 3);
-2. the estimated cold build time of the cpu-scale zoo (``ensdiv.chapters.zoo.ZOO["cpu"]``): sum over recipes of
-   ``images seen / images per second`` of its architecture (+ prediction passes);
-3. training M members of one architecture at once with ``torch.func.stack_module_state`` + ``vmap``
-   (one batched step for all members, each on its own mini-batch) against M sequential steps, M = 4, 8.
+1. **raw step** — a bare torch loop (pre-sliced batches, forward, cross-entropy, backward, SGD step) —
+   against **the engine** (:func:`ensdiv.train.fit`: Fabric, augmentation, per-step learning rate,
+   shuffled indexing): images/s of each and their ratio (the per-step overhead);
+2. **bfloat16 autocast** (Fabric ``bf16-mixed``, the CPU's AMX units) against float32, through the engine;
+3. **channels_last** against the default memory format (raw step, convolutional models);
+4. **batch size** 64 / 128 / 256 through the engine (images/s only; the accuracy side is the zoo's table);
+5. **workers against threads**: four small recipes built by :func:`ensdiv.workers.build_many` with two
+   processes of one thread each, against one process with two threads (wall seconds, same recipes,
+   fresh caches).
 
-Every timing is taken twice: wall-clock, and the process's CPU time (``time.process_time``) with
-torch limited to one thread. On a shared machine (several jobs on 2 cores) wall-clock throughput
-mostly measures the other jobs; CPU time measures the work itself, so the cold-build estimate for an
-uncontended 2-core machine is ``sum of CPU seconds / (2 x parallel efficiency)`` with the efficiency of
-two threads taken as 0.8 (``--efficiency``), which is also reported raw.
-
-Run ``python benchmarks/bench_train.py [--quick]``; writes ``benchmarks/results/train.json``.
+Ratios > 1 mean the lever is faster. Every figure is the median of ``--repeats`` timings. Run on an idle
+machine: ``python benchmarks/bench_train.py [--quick]``; writes ``benchmarks/results/train.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-import json
 import os
-import platform
+import statistics
+import tempfile
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _common import write
 
+import ensdiv as ed
+from ensdiv.chapters.zoo import ARCHS
 from ensdiv.data import TensorSet
 from ensdiv.models import create_model
 from ensdiv.train import Optim, fit
+from ensdiv.workers import build_many
+
+CONV = {"small_cnn", "squeezenet", "resnet", "resnext", "densenet", "mobilenetv3", "efficientnet", "mnasnet",
+        "convnext", "convmixer"}
 
 
-def images_per_second(name: str, *, batch: int = 64, steps: int = 8, repeats: int = 3) -> dict[str, float]:
+def _data(n: int) -> TensorSet:
     g = torch.Generator().manual_seed(0)
-    n = batch * steps
-    data = TensorSet(
-        torch.rand(n, 1, 28, 28, generator=g),
-        torch.randint(0, 10, (n,), generator=g),
-        "bench",
-        [str(i) for i in range(10)],
-    )
-    model = create_model(name)
-    warm = TensorSet(data.x[: 2 * batch], data.y[: 2 * batch], "warm", data.classes)
-    fit(model, warm, Optim(epochs=1, lr=0.01, batch_size=batch), progress=False, accelerator="cpu")
-    best = {"wall": 0.0, "cpu": 0.0}
-    for _ in range(repeats):  # best of N: the run least disturbed by other jobs on the machine
-        t0, c0 = time.perf_counter(), time.process_time()
-        fit(model, data, Optim(epochs=1, lr=0.01, batch_size=batch), progress=False, accelerator="cpu")
-        best["wall"] = max(best["wall"], n / (time.perf_counter() - t0))
-        best["cpu"] = max(best["cpu"], n / (time.process_time() - c0))
-    return best
+    return TensorSet(torch.rand(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g), "bench",
+                     [str(i) for i in range(10)])
 
 
-def vmap_speedup(name: str, members: int, *, batch: int = 128, steps: int = 5) -> dict:
-    from torch.func import functional_call, grad, replace_all_batch_norm_modules_, stack_module_state, vmap
+def _median(fn, repeats: int) -> float:
+    fn()  # warm-up
+    return statistics.median(fn() for _ in range(repeats))
 
+
+def raw_step(name: str, data: TensorSet, *, batch: int, channels_last: bool = False) -> float:
+    """Images/s of a bare training loop (no engine)."""
     torch.manual_seed(0)
-    models = [create_model(name) for _ in range(members)]
-    for m in models:
-        replace_all_batch_norm_modules_(m)  # BN without running stats: vmap-safe (both arms alike)
-    x = torch.rand(members, batch, 1, 28, 28)
-    y = torch.randint(0, 10, (members, batch))
-    # sequential: M independent SGD steps
-    opts = [torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for m in models]
+    model = create_model(name).train()
+    x = data.x
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    batches = [(x[i:i + batch], data.y[i:i + batch]) for i in range(0, len(data) - batch + 1, batch)]
+    t0 = time.perf_counter()
+    for xb, yb in batches:
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    return len(batches) * batch / (time.perf_counter() - t0)
 
-    def seq_step() -> None:
-        for m, o, xb, yb in zip(models, opts, x, y, strict=True):
-            o.zero_grad()
-            F.cross_entropy(m(xb), yb).backward()
-            o.step()
 
-    params, buffers = stack_module_state(models)
-    base = copy.deepcopy(models[0]).to("meta")
+def engine(name: str, data: TensorSet, *, batch: int, precision: str = "32-true") -> float:
+    """Images/s of :func:`ensdiv.train.fit` (one epoch over ``data``)."""
+    torch.manual_seed(0)
+    model = create_model(name)
+    t0 = time.perf_counter()
+    fit(model, data, Optim(epochs=1, lr=0.01, batch_size=batch), augment="flip", progress=False,
+        accelerator="cpu", precision=precision)
+    return (len(data) // batch) * batch / (time.perf_counter() - t0)
 
-    def loss_fn(p, b, xb, yb):
-        return F.cross_entropy(functional_call(base, (p, b), (xb,)), yb)
 
-    vgrad = vmap(grad(loss_fn), in_dims=(0, 0, 0, 0))
-    mom = {k: torch.zeros_like(v) for k, v in params.items()}
+def workers_vs_threads(repeats: int) -> dict:
+    """Wall seconds to build four small recipes: 2 processes x 1 thread vs 1 process x 2 threads."""
+    recipes = [ed.Recipe.make(model=m, epochs=1, batch_size=64, train_subset=2000, seed=s, name=f"{m}-{s}")
+               for m in ("small_cnn", "resnet") for s in (0, 1)]
 
-    def vmap_step() -> None:
-        grads = vgrad(params, buffers, x, y)
-        with torch.no_grad():
-            for k, gk in grads.items():
-                mom[k].mul_(0.9).add_(gk)
-                params[k].sub_(0.01 * mom[k])
+    def run(workers: int) -> float:
+        with tempfile.TemporaryDirectory(prefix="ensdiv-bench-train-") as root:
+            torch.set_num_threads(2 if workers == 1 else 1)
+            t0 = time.perf_counter()
+            build_many(recipes, "fmnist/test", workers=workers, threads=1, store=ed.Store(root))
+            return time.perf_counter() - t0
 
-    out = {}
-    for label, fn in (("sequential", seq_step), ("vmap", vmap_step)):
-        fn()
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(steps):
-            fn()
-        out[f"{label}_wall_s"] = (time.perf_counter() - t0) / steps
-        out[f"{label}_cpu_s"] = (time.process_time() - c0) / steps
-    out["speedup_wall"] = out["sequential_wall_s"] / out["vmap_wall_s"]
-    out["speedup_cpu"] = out["sequential_cpu_s"] / out["vmap_cpu_s"]
+    two_procs = [run(2) for _ in range(repeats)]
+    two_threads = [run(1) for _ in range(repeats)]
+    out = {"recipes": [r.label for r in recipes], "two_processes_one_thread_s": statistics.median(two_procs),
+           "one_process_two_threads_s": statistics.median(two_threads)}
+    out["ratio"] = out["one_process_two_threads_s"] / out["two_processes_one_thread_s"]
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="three architectures, M=4 only")
-    ap.add_argument("--efficiency", type=float, default=0.8, help="assumed 2-thread parallel efficiency")
-    ap.add_argument("--repeats", type=int, default=3, help="best of this many timings per architecture")
+    ap.add_argument("--quick", action="store_true", help="three architectures, one repeat")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--images", type=int, default=1024, help="images per timed epoch")
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    from ensdiv.chapters.zoo import ARCHS
-
-    names = list(ARCHS)  # the cpu zoo's architectures (other models have their own benchmarks)
-    if args.quick:
-        names = ["mlp", "small_cnn", "resnet"]
-    ips = {}
-    for n in names:
-        ips[n] = images_per_second(n, steps=4 if args.quick else 8, repeats=1 if args.quick else args.repeats)
-        print(f"{n:14s} {ips[n]['cpu']:8.0f} images/s per CPU-second   {ips[n]['wall']:8.0f} images/s wall")
-    from ensdiv.chapters.zoo import ZOO, estimate_seconds
-
-    est = None
-    if not args.quick:
-        cpu_s = estimate_seconds(ZOO["cpu"], {k: v["cpu"] for k, v in ips.items()})
-        wall_s = estimate_seconds(ZOO["cpu"], {k: v["wall"] for k, v in ips.items()})
-        est = {
-            "cpu_seconds_one_core": cpu_s,
-            "two_core_estimate_s": cpu_s / (2 * args.efficiency),
-            "assumed_two_thread_efficiency": args.efficiency,
-            "wall_seconds_at_measured_load": wall_s,
+    repeats = 1 if args.quick else args.repeats
+    names = ["mlp", "small_cnn", "resnet"] if args.quick else list(ARCHS)
+    data = _data(args.images)
+    torch.set_num_threads(1)  # per-architecture figures: one core, as each zoo worker has
+    rows = {}
+    for name in names:
+        row = {
+            "raw_step_img_s": _median(lambda n=name: raw_step(n, data, batch=64), repeats),
+            "engine_img_s": _median(lambda n=name: engine(n, data, batch=64), repeats),
+            "engine_bf16_img_s": _median(lambda n=name: engine(n, data, batch=64, precision="bf16-mixed"), repeats),
         }
-        print(
-            f"cpu-scale zoo: {len(ZOO['cpu'])} recipes, {cpu_s / 60:.1f} CPU-minutes -> about "
-            f"{est['two_core_estimate_s'] / 60:.1f} min on 2 uncontended cores "
-            f"({wall_s / 60:.1f} min at this machine's current load)"
-        )
-    stacked = {}
-    for n in ["mlp", "small_cnn"]:
-        for m in [4] if args.quick else [4, 8]:
-            stacked[f"{n}/M={m}"] = vmap_speedup(n, m)
-            r = stacked[f"{n}/M={m}"]
-            print(f"vmap {n} M={m}: x{r['speedup_cpu']:.2f} (CPU time), x{r['speedup_wall']:.2f} (wall)")
-    result = {
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
-            "load_avg_1min": os.getloadavg()[0],
-            "torch": torch.__version__,
-        },
+        row["engine_over_raw"] = row["engine_img_s"] / row["raw_step_img_s"]
+        row["bf16_ratio"] = row["engine_bf16_img_s"] / row["engine_img_s"]
+        if name in CONV:
+            cl = _median(lambda n=name: raw_step(n, data, batch=64, channels_last=True), repeats)
+            row["channels_last_ratio"] = cl / row["raw_step_img_s"]
+        for batch in (128, 256):
+            row[f"engine_batch{batch}_img_s"] = _median(lambda n=name, b=batch: engine(n, data, batch=b), repeats)
+        rows[name] = row
+        print(f"{name:13s} raw {row['raw_step_img_s']:7.0f}  engine {row['engine_img_s']:7.0f} "
+              f"({row['engine_over_raw']:.2f}x)  bf16 {row['bf16_ratio']:.2f}x  "
+              f"channels_last {row.get('channels_last_ratio', float('nan')):.2f}x", flush=True)
+    parallel = workers_vs_threads(repeats)
+    print(f"4 recipes: 2 processes x 1 thread {parallel['two_processes_one_thread_s']:.1f} s, "
+          f"1 process x 2 threads {parallel['one_process_two_threads_s']:.1f} s ({parallel['ratio']:.2f}x)")
+    write("train", {
+        "description": "training images/s per architecture: raw step vs engine, bf16 autocast, channels_last, "
+                       "batch size (one thread each); build_many workers vs threads (wall)",
+        "load_avg_1min_at_start": os.getloadavg()[0],
         "quick": args.quick,
-        "images_per_second": ips,
-        "zoo_cpu_estimated_build_s": est,
-        "stacked_members": stacked,
-    }
-    out = Path(__file__).parent / "results" / "train.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {out}")
+        "images_per_epoch": args.images,
+        "architectures": rows,
+        "workers_vs_threads": parallel,
+    })
 
 
 if __name__ == "__main__":

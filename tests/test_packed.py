@@ -16,10 +16,10 @@ from ensdiv.models import (
     pack_members,
     packed_mask,
     packed_param_count,
-    packed_resnet,
     to_members,
 )
 from ensdiv.models.layers import packed_channels
+from ensdiv.models.packed_resnet import packed_resnet  # ensdiv.models.packed_resnet is the module (name clash)
 
 
 def _naive_grouped_conv(x, weight, bias, groups, padding):

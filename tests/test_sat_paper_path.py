@@ -12,7 +12,6 @@ import torch.nn.functional as F
 from PIL import Image
 
 import ensdiv.transfer as transfer
-from ensdiv.attacks import InputSpec, forward_pixels, input_spec
 from ensdiv.chapters import attack_similarity as ch
 from ensdiv.chapters import preset
 from ensdiv.chapters.zoo import EVAL_SET
@@ -20,6 +19,7 @@ from ensdiv.data.paper import tensors as pt
 from ensdiv.data.paper.imagenet import imagenet_wnids
 from ensdiv.data.registry import get_dataset, list_datasets
 from ensdiv.errors import DataNotFoundError, EnsdivError
+from ensdiv.models import InputSpec, forward_pixels, input_spec
 from ensdiv.models import paper as mp
 from ensdiv.predict import predict
 from ensdiv.train import Recipe
@@ -163,7 +163,7 @@ def test_missing_weights_file_raises_one_sentence(tmp_path):
 def test_missing_weights_in_timm_cache_reach_chapter_recipes(monkeypatch):
     monkeypatch.setattr(mp, "_local_weights", lambda name: None)  # nothing in timm's cache
     cfg = preset("attack-similarity/fig02_similarity_vs_err", "paper", zoo=["resnet50"])
-    with pytest.raises(EnsdivError, match=r"Pretrained weights for 'resnet50' are not on this machine; put"):
+    with pytest.raises(EnsdivError, match=r"Pretrained weights for 'resnet50(\.\w+)?' are not on this machine; put"):
         ch.chapter_recipes(cfg)
 
 

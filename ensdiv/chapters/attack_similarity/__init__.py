@@ -230,7 +230,7 @@ _ZOO = {
     "smoke": {"zoo": ["arch/small_cnn", "arch/vit", "arch/mlp"], "subsample": 48, "steps": 3,
               "eval_subset": 300},
     "cpu": {"subsample": 200, "steps": 10, "eval_subset": 0},
-    # paper: the paper's 69 pretrained timm ImageNet models ("sat69", ensdiv.models.paper.paper_models)
+    # paper: the paper's 69 pretrained timm ImageNet models ("sat69", ensdiv.models.paper_models)
     # on imagenet/val-5k (10 % of val, 5 per class), PGD 50 steps at ε = 8/255, α = 2/255 (our choice).
     "paper": {"zoo": ["sat69"], "subsample": 5000, "steps": 50, "eps": 8 / 255, "alpha": 2 / 255,
               "eval_subset": 0},
