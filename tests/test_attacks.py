@@ -8,7 +8,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ensdiv.attacks import InputSpec, forward_pixels, input_spec, mi_fgsm, pgd, run_attack
+from ensdiv.attacks import mi_fgsm, pgd, run_attack
+from ensdiv.models import InputSpec, forward_pixels, input_spec
 from ensdiv.errors import EnsdivError, UnknownNameError
 
 

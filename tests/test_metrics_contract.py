@@ -12,8 +12,8 @@ import ensdiv.metrics as mt
 
 #: Public names of ensdiv.metrics that are not metrics returning a tensor (documented in its docstring).
 NOT_TENSOR = {"pair_counts", "ensemble_sweep", "MinibatchCKA", "SAT_EPS", "SAT_IDENTICAL"}
-#: Training losses that live here for now (no validate_args contract).
-LOSSES = {"attribution_variance_penalty"}
+#: Training losses live in ensdiv.losses, not here.
+LOSSES: set[str] = set()
 PACKAGE = pathlib.Path(mt.__file__).parent
 
 

@@ -22,7 +22,7 @@ PRESETS = {
         "smoke": {"test_subset": 512},
         "cpu": {"test_subset": 0},
         # the foundations page has no paper-scale data of its own: at paper scale it uses the paper zoo
-        # (ImageNet) entry of the same name; packed-ensembles/tab01 holds the CIFAR comparison.
+        # (ImageNet) entry of the same name; packed-ensembles/tab01_efficient_ensembles holds the CIFAR comparison.
         "paper": {"test_subset": 0},
     },
 }
