@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("errors", "paths", "store", "config")),
     ("data", ("data",)),
     ("models", ("models",)),
-    ("losses", ("losses",)),
+    ("losses", ("losses", "losses_ncl")),
     ("train", ("train",)),
     ("predict", ("predict", "workers")),
     ("metrics", ("metrics", "analysis")),

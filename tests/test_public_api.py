@@ -35,6 +35,12 @@ def _code(path: Path) -> ast.Module:
     return ast.parse(src)
 
 
+def _own(name: str, chapter: str) -> bool:
+    """A chapter's own module (``design_diversity``, or a module of its second half such as
+    ``design_diversity_training``) or the shared zoo."""
+    return name in SHARED_CHAPTER_MODULES or name == chapter or name.startswith(chapter + "_")
+
+
 def _allowed(module: str, chapter: str) -> bool:
     parts = module.split(".")
     if parts[0] != "ensdiv":
@@ -42,7 +48,7 @@ def _allowed(module: str, chapter: str) -> bool:
     if len(parts) == 1:
         return True
     if parts[1] == "chapters":
-        return len(parts) == 2 or parts[2] in {chapter, *SHARED_CHAPTER_MODULES}
+        return len(parts) == 2 or _own(parts[2], chapter)
     return False
 
 
@@ -70,7 +76,7 @@ def violations(tree: ast.Module, chapter: str) -> list[str]:
                         bad.append(f"line {node.lineno}: from ensdiv import {a.name}")
             elif mod == "ensdiv.chapters":
                 for a in node.names:
-                    if a.name not in {chapter, *SHARED_CHAPTER_MODULES}:
+                    if not _own(a.name, chapter):
                         bad.append(f"line {node.lineno}: another chapter's module {a.name}")
             elif not _allowed(mod, chapter):
                 bad.append(f"line {node.lineno}: from {mod} import ...")
