@@ -26,7 +26,14 @@ from ensdiv.data import (
     load_fashion_mnist,
     load_paper_set,
 )
-from ensdiv.errors import CacheError, DataNotFoundError, EnsdivError, InvalidInputError, UnknownNameError
+from ensdiv.errors import (
+    CacheError,
+    CorruptDataError,
+    DataNotFoundError,
+    EnsdivError,
+    InvalidInputError,
+    UnknownNameError,
+)
 from ensdiv.models import (
     InputSpec,
     MemberStack,
@@ -66,6 +73,7 @@ __all__ = [
     "Arch",
     "CacheError",
     "Config",
+    "CorruptDataError",
     "DataNotFoundError",
     "DataSpec",
     "Distill",

@@ -9,6 +9,7 @@ others have run.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import time
@@ -24,10 +25,61 @@ from ensdiv.runner import build_book, run_notebooks, summary, toc_notebooks
 __all__ = ["main"]
 
 
+class _Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's core schema for plain scalars: ``1e-3`` is a float and
+    ``no``/``yes``/``on``/``off`` are strings (YAML 1.1 reads ``1e-3`` as a string and ``no`` as false)."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers
+            if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+                           "tag:yaml.org,2002:timestamp")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _tag, _rx, _first in (
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    ("tag:yaml.org,2002:float",
+     r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+     "-+.0123456789"),
+):
+    _Yaml12Loader.add_implicit_resolver(_tag, re.compile(_rx), list(_first))
+
+
+def _int12(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = loader.construct_scalar(node)
+    return int(text[2:], 8) if text.startswith("0o") else int(text, 0) if text.startswith("0x") else int(text)
+
+
+_Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _int12)
+
+
+def parse_value(name: str, value: str) -> object:
+    """One ``-p NAME VALUE``, typed as YAML 1.2 reads it: ``4`` an int, ``0.1``/``1e-3`` floats,
+    ``true``/``false`` booleans, ``null`` None, ``[1, 2]`` a list, anything else (``no``, ``2024-01-01``,
+    ``/a/b``) a string.
+
+    Raises:
+        EnsdivError: the value is not valid YAML (one sentence naming the parameter).
+    """
+    try:
+        return yaml.load(value, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise EnsdivError(
+            f"The value {value!r} of parameter {name!r} is not valid YAML ({problem}); quote it to pass a "
+            "string, e.g. -p NAME '\"text\"'."
+        ) from None
+
+
 def _params(pairs: list[list[str]] | None) -> dict:
     out = {}
     for name, value in pairs or []:
-        out[name] = yaml.safe_load(value)  # "4" -> 4, "0.1" -> 0.1, "true" -> True, "/a/b" -> "/a/b"
+        if name == "scale":
+            raise EnsdivError(f"Set the scale with --scale {value}, not with -p scale.")
+        if name in out:
+            raise EnsdivError(f"Parameter {name!r} is given twice with -p; give it once.")
+        out[name] = parse_value(name, value)
     return out
 
 

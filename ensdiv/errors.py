@@ -34,6 +34,14 @@ class InvalidInputError(EnsdivError, ValueError):
     """
 
 
+class CorruptDataError(DataNotFoundError):
+    """A data file is there but unreadable (truncated, corrupt, or not in the published format).
+
+    A :class:`DataNotFoundError` (a usable copy is not on this machine) whose one sentence
+    names the file, what was wrong with it and where to get a good copy.
+    """
+
+
 class CacheError(EnsdivError, OSError):
     """The cache directory cannot be used."""
 

@@ -10,14 +10,13 @@ model (Packed-Ensembles, BatchEnsemble, MIMO, Masksembles) gives each member's f
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
-from ensdiv.data.registry import TensorSet, get_dataset
+from ensdiv.data.registry import TensorSet, array_fingerprint, get_dataset, registered_fingerprint
 from ensdiv.errors import EnsdivError
 from ensdiv.store import Store, cached, config_key, default_store
 from ensdiv.train.build import model_cache_config, train_recipe
@@ -31,17 +30,16 @@ PREDICT_VERSION = 1
 
 def dataset_fingerprint(data: TensorSet) -> str:
     """SHA-256 of a set's images and labels (keys the cache of an unregistered TensorSet)."""
-    h = hashlib.sha256()
-    h.update(data.x.detach().contiguous().cpu().numpy().tobytes())
-    h.update(data.y.detach().contiguous().cpu().numpy().tobytes())
-    return h.hexdigest()
+    return array_fingerprint(data.x, data.y)
 
 
 def _resolve(dataset: str | TensorSet) -> tuple[TensorSet, str]:
+    """The set and its predictions key: the name and a fingerprint of the content actually read."""
     if isinstance(dataset, TensorSet):
         return dataset, f"{dataset.name}#{dataset_fingerprint(dataset)[:16]}"
     if isinstance(dataset, str):
-        return get_dataset(dataset), dataset
+        data = get_dataset(dataset)
+        return data, f"{dataset}#{registered_fingerprint(dataset, data)}"
     raise EnsdivError(
         f"predict needs a dataset name or an ed.data.TensorSet, got a {type(dataset).__name__}."
     )

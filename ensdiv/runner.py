@@ -1,14 +1,23 @@
 """Execute notebooks with papermill and build the book from the executed copies.
 
 ``ensdiv run`` and ``ensdiv book`` come here. Notebooks are executed into
-``_build/executed/<scale>/<same relative path>``; a stamp file next to each executed copy records
-the hash of the source notebook, the parameters and the ensdiv package source, so a finished
-notebook whose inputs did not change is not run again (``force=True`` re-runs). One failing
-notebook is reported with its error cell; the others still run.
+``_build/executed/<scale>/<same relative path>``. Each executed copy carries, in its own metadata
+(``metadata.ensdiv``), the stamp of what it was run from: the hash of the source notebook, the
+parameters, the ensdiv package source, the data shipped in ``book/data`` and ``$ENSDIV_DATA`` (its
+path and a listing of its top two levels: names, sizes, times). Stamp and notebook are one file,
+replaced atomically, so a finished notebook whose inputs did not change is not run again
+(``force=True`` re-runs) and a failed copy never passes for a finished one. A lock file per executed
+notebook (``<name>.lock``) serialises two runs of the same notebook. One failing notebook is reported
+with its error cell; the others still run.
+
+Before anything runs: the scale, the notebooks, every parameter's name, type and range (against the
+notebook's preset, :mod:`ensdiv.config`), and the cache folder are checked, each failure one sentence.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -16,17 +25,22 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ensdiv import chapters
+from ensdiv.chapters import zoo
 from ensdiv.config import check_scale
-from ensdiv.errors import EnsdivError
+from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.paths import build_dir, project_root
+from ensdiv.store import default_store
 
-__all__ = ["NotebookResult", "run_notebooks", "toc_notebooks", "build_book", "notebook_parameters"]
+__all__ = ["NotebookResult", "run_notebooks", "toc_notebooks", "build_book", "notebook_parameters",
+           "check_parameters"]
 
 
 @dataclass
@@ -94,17 +108,18 @@ def _resolve(path: str | Path) -> Path:
     return p.resolve()
 
 
-def toc_notebooks(toc: Path | None = None) -> list[Path]:
-    """Every notebook listed in ``_toc.yml``, in book order."""
-    toc = toc or project_root() / "_toc.yml"
+def toc_notebooks(toc: Path | None = None, *, root: Path | None = None) -> list[Path]:
+    """Every notebook listed in ``_toc.yml`` (of the book in ``root``, default the project), in book order."""
+    root = Path(root or project_root())
+    toc = toc or root / "_toc.yml"
     spec = yaml.safe_load(toc.read_text())
     found: list[Path] = []
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            f = node.get("file")
-            if f and (project_root() / f"{f}.ipynb").exists():
-                found.append((project_root() / f"{f}.ipynb").resolve())
+            for f in (node.get("root"), node.get("file")):
+                if isinstance(f, str) and (root / f"{f}.ipynb").exists():
+                    found.append((root / f"{f}.ipynb").resolve())
             for v in node.values():
                 walk(v)
         elif isinstance(node, list):
@@ -124,6 +139,91 @@ def _error_of(exc: Exception) -> str:
     return f"{where} raised {ename}: {evalue}"
 
 
+def _tree_hash(folder: Path) -> str:
+    """Hash of every file below ``folder`` (relative paths and contents); ``""`` when it does not exist."""
+    if not folder.is_dir():
+        return ""
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(folder)).encode() + b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _data_signature(limit: int = 5000) -> dict[str, str]:
+    """``$ENSDIV_DATA`` and a cheap listing of it: the names, sizes and modification times of its top
+    two levels (at most ``limit`` entries), so data put there, replaced or removed means a re-run."""
+    env = os.environ.get("ENSDIV_DATA", "")
+    if not env or not Path(env).is_dir():
+        return {"ENSDIV_DATA": env, "listing": ""}
+    h = hashlib.sha256()
+    count = 0
+    for entry in sorted(Path(env).iterdir()):
+        for p in [entry, *(sorted(entry.iterdir()) if entry.is_dir() else [])]:
+            with contextlib.suppress(OSError):
+                st = p.stat()
+                h.update(f"{p.relative_to(env)}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+            count += 1
+            if count >= limit:
+                break
+        if count >= limit:
+            break
+    return {"ENSDIV_DATA": env, "listing": h.hexdigest()}
+
+
+def _preset_name(nb: Path) -> str:
+    """The preset of a book notebook: ``notebooks/<paper-slug>/<stem>.ipynb`` -> ``"<paper-slug>/<stem>"``."""
+    return f"{nb.parent.name}/{nb.stem}"
+
+
+def check_parameters(nb: Path, scale: str, params: dict[str, Any]) -> None:
+    """Check ``params`` against the preset of notebook ``nb`` (when it has one) before it runs.
+
+    Every field of the preset is resolved at ``scale`` with the parameters that name it, so a value of
+    the wrong type or outside its range (:mod:`ensdiv.config`), and a ``zoo_entry`` the zoo lacks at
+    that scale, are one sentence now rather than a traceback in a cell minutes later.
+    """
+    name = _preset_name(nb)
+    if name not in chapters.list_presets():
+        return
+    fields = chapters.preset(name, scale, verbose=False)
+    chapters.preset(name, scale, verbose=False, **{k: v for k, v in params.items() if k in fields})
+    entry = params.get("zoo_entry")
+    if isinstance(entry, str) and "zoo_entry" in fields:
+        entries = zoo.zoo_recipes(scale)
+        if entry not in entries:
+            raise unknown_name("zoo entry", entry, entries)
+
+
+@contextlib.contextmanager
+def _notebook_lock(out: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``<out>.lock`` (waits while another run of this notebook holds it)."""
+    with open(out.with_suffix(".lock"), "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _stamp_of(path: Path) -> dict | None:
+    """The ``ok`` stamp an executed copy carries, or ``None`` (no copy, a failed run, an unreadable file)."""
+    try:
+        meta = json.loads(path.read_text()).get("metadata", {}).get("ensdiv", {})
+    except (OSError, ValueError, AttributeError):
+        return None
+    return meta.get("stamp") if meta.get("status") == "ok" else None
+
+
+def _finish(tmp: Path, out: Path, status: str, stamp: dict) -> None:
+    """Write the run's status (and, when ``ok``, its stamp) into the executed copy, then move it into
+    place atomically: the notebook and its stamp are one file."""
+    nb = json.loads(tmp.read_text())
+    nb.setdefault("metadata", {})["ensdiv"] = {"status": status, "stamp": stamp if status == "ok" else None}
+    tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    tmp.replace(out)
+
+
 def run_notebooks(
     paths: list[str | Path],
     *,
@@ -133,17 +233,26 @@ def run_notebooks(
     force: bool = False,
     kernel: str = "python3",
     progress: bool = True,
+    root: Path | None = None,
 ) -> list[NotebookResult]:
     """Execute notebooks at ``scale`` with extra parameters into ``out_root`` (``_build/executed/<scale>``).
 
+    Args:
+        root: the folder executed copies mirror (default the project root); a notebook outside it is
+            executed to ``out_root/<its name>``.
+
     Raises:
-        EnsdivError: unknown scale, missing notebook, or a parameter no notebook declares —
+        EnsdivError: unknown scale, missing notebook, a ``scale`` among ``params``, a parameter no
+            notebook declares or outside its preset's type and range, or an unusable cache folder —
             checked for every notebook before any runs.
     """
     import papermill as pm
 
     check_scale(scale)
     params = dict(params or {})
+    if "scale" in params:
+        raise EnsdivError(f"Set the scale with the scale argument (ensdiv run --scale {params['scale']}), "
+                          "not as a parameter.")
     notebooks = [_resolve(p) for p in paths]
     for nb in notebooks:
         declared = notebook_parameters(nb)
@@ -155,43 +264,46 @@ def run_notebooks(
                 f"Notebook {nb.name} does not declare the parameter(s) {', '.join(unknown)}; "
                 f"it declares: {', '.join(sorted(declared))}."
             )
+        check_parameters(nb, scale, params)
     out_root = Path(out_root or build_dir() / "executed" / scale)
-    pkg = _package_hash()
+    base = {"package": _package_hash(), "book_data": _tree_hash(project_root() / "book" / "data"),
+            "data": _data_signature()}
     results = []
-    root = project_root()
+    root = Path(root or project_root()).resolve()
+    cache_checked = False
     for nb in notebooks:
         rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
         out = out_root / rel
         out.parent.mkdir(parents=True, exist_ok=True)
-        stamp_file = out.with_suffix(".stamp.json")
         all_params = {"scale": scale, **params}
-        stamp = {"source": _sha(nb.read_bytes()), "params": all_params, "package": pkg}
-        if not force and out.exists() and stamp_file.exists():
+        stamp = {"source": _sha(nb.read_bytes()), "params": all_params, **base}
+        with _notebook_lock(out):
+            if not force and _stamp_of(out) == stamp:
+                results.append(NotebookResult(nb, out, "cached", 0.0, params=all_params))
+                if progress:
+                    print(f"  [cached] {rel}", flush=True)
+                continue
+            if not cache_checked:
+                default_store().check_writable()  # one sentence before the first run, not after it
+                cache_checked = True
+            out.with_suffix(".stamp.json").unlink(missing_ok=True)  # the separate stamp of older versions
+            if progress:
+                print(f"  [run]    {rel} (scale={scale}) ...", flush=True)
+            t0 = time.perf_counter()
+            tmp = out.with_suffix(f".partial-{os.getpid()}.ipynb")
             try:
-                if json.loads(stamp_file.read_text()) == stamp:
-                    results.append(NotebookResult(nb, out, "cached", 0.0, params=all_params))
-                    if progress:
-                        print(f"  [cached] {rel}", flush=True)
-                    continue
-            except json.JSONDecodeError:
-                pass
-        stamp_file.unlink(missing_ok=True)
-        if progress:
-            print(f"  [run]    {rel} (scale={scale}) ...", flush=True)
-        t0 = time.perf_counter()
-        tmp = out.with_suffix(".partial.ipynb")
-        try:
-            pm.execute_notebook(
-                str(nb), str(tmp), parameters=all_params, kernel_name=kernel, cwd=str(nb.parent),
-                progress_bar=False, log_output=False,
-            )
-            tmp.replace(out)
-            stamp_file.write_text(json.dumps(stamp))
-            res = NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=all_params)
-        except Exception as exc:  # noqa: BLE001 - report every failure by name and go on
-            if tmp.exists():
-                tmp.replace(out)  # keep the executed copy with the error for inspection
-            res = NotebookResult(nb, out, "failed", time.perf_counter() - t0, _error_of(exc), all_params)
+                pm.execute_notebook(
+                    str(nb), str(tmp), parameters=all_params, kernel_name=kernel, cwd=str(nb.parent),
+                    progress_bar=False, log_output=False,
+                )
+                _finish(tmp, out, "ok", stamp)
+                res = NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=all_params)
+            except Exception as exc:  # noqa: BLE001 - report every failure by name and go on
+                if tmp.exists():
+                    _finish(tmp, out, "failed", stamp)  # keep the executed copy with the error for inspection
+                else:  # nothing executed: an older copy must not pass for this run's
+                    out.unlink(missing_ok=True)
+                res = NotebookResult(nb, out, "failed", time.perf_counter() - t0, _error_of(exc), all_params)
         if progress:
             tag = "ok" if res.status == "ok" else "FAILED"
             print(f"  [{tag:<6}] {rel} in {res.seconds:.1f} s" + (f": {res.error}" if res.error else ""), flush=True)
@@ -214,45 +326,106 @@ def summary(results: list[NotebookResult]) -> str:
     return "\n".join(lines)
 
 
+_SITE_MARKER = ".ensdiv-site.json"
+
+
+def _stage(site: Path, files: dict[Path, Path], scale: str) -> bool:
+    """Make ``site`` hold exactly ``files`` (``{relative path: source}``) and return whether the
+    previous staging was of another scale.
+
+    A file whose bytes changed is written afresh, so its modification time is *now* and Sphinx, which
+    re-reads only sources newer than its last build, re-renders it (``copy2`` would keep the executed
+    copy's old time, and a page of another scale would survive). An unchanged file keeps its time, so
+    an unchanged page is not re-rendered. ``site`` must be empty or a staging folder of ours (it holds
+    our marker file); nothing else is deleted.
+    """
+    marker = site / _SITE_MARKER
+    # a staging folder of an ensdiv older than the marker: it holds this book's configuration files
+    legacy = site.is_dir() and all(
+        (site / n).is_file() and Path(n) in files and (site / n).read_bytes() == files[Path(n)].read_bytes()
+        for n in ("_config.yml", "_toc.yml"))
+    if site.exists() and not marker.is_file() and not legacy and (not site.is_dir() or any(site.iterdir())):
+        raise EnsdivError(
+            f"{site} exists but is not a staging folder of `ensdiv book` (it lacks {_SITE_MARKER}), so it is "
+            "not overwritten; move it away or set ENSDIV_BUILD to another folder."
+        )
+    previous = None
+    if marker.is_file():
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            previous = json.loads(marker.read_text()).get("scale")
+    site.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"scale": scale, "staging": "ensdiv book"}))
+    wanted = {site / rel for rel in files}
+    for path in sorted(site.rglob("*"), reverse=True):  # children before their folders
+        if path == marker or path in wanted:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()) and not any(w.is_relative_to(path) for w in wanted):
+                path.rmdir()
+        else:
+            path.unlink()
+    for rel, src in files.items():
+        dst = site / rel
+        data = src.read_bytes()
+        if dst.is_file() and dst.read_bytes() == data:
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(dst.name + ".staging")
+        tmp.write_bytes(data)
+        tmp.replace(dst)
+        now = time.time()
+        os.utime(dst, (now, now))
+    return previous is not None and previous != scale
+
+
+def _tree(folder: Path, rel: Path) -> dict[Path, Path]:
+    if not folder.is_dir():
+        return {}
+    return {rel / p.relative_to(folder): p for p in folder.rglob("*") if p.is_file()}
+
+
 def build_book(
-    *, scale: str = "cpu", force: bool = False, html_only: bool = False
+    *, scale: str = "cpu", force: bool = False, html_only: bool = False, root: Path | None = None
 ) -> tuple[list[NotebookResult], Path]:
     """Run every notebook of ``_toc.yml`` at ``scale``, then render the book into ``_build/html``.
 
-    The book is rendered from a staging folder (``_build/site``) holding the configuration, the
-    prose chapters and the *executed* notebooks, with notebook execution off.
+    The book is rendered from a staging folder (``$ENSDIV_BUILD/site``) holding the configuration, the
+    prose chapters and the *executed* notebooks, with notebook execution off. Every page comes from
+    ``scale``: staged files that changed get a fresh modification time (Sphinx re-renders them), and a
+    build at another scale than the previous one starts Sphinx from scratch.
+
+    Args:
+        root: the book's folder (``_config.yml``, ``_toc.yml``, ``book/``, notebooks); default the project.
     """
     check_scale(scale)
-    root = project_root()
-    results = [] if html_only else run_notebooks(toc_notebooks(), scale=scale, force=force)
-    site = build_dir() / "site"
-    if site.exists():
-        shutil.rmtree(site)
-    site.mkdir(parents=True)
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy2(root / name, site / name)
-    shutil.copytree(root / "book", site / "book")
+    root = Path(root or project_root()).resolve()
+    notebooks = toc_notebooks(root=root)
+    results = [] if html_only else run_notebooks(notebooks, scale=scale, force=force, root=root)
     executed = build_dir() / "executed" / scale
-    for nb in toc_notebooks():
+    files: dict[Path, Path] = {Path(name): root / name for name in ("_config.yml", "_toc.yml")}
+    files.update(_tree(root / "book", Path("book")))
+    for nb in notebooks:
         rel = nb.relative_to(root)
         src = executed / rel
-        dst = site / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src if src.exists() else nb, dst)
-    bench = root / "benchmarks" / "results"
-    if bench.exists():
-        shutil.copytree(bench, site / "benchmarks" / "results")
+        files[rel] = src if src.exists() else nb
+    files.update(_tree(root / "benchmarks" / "results", Path("benchmarks") / "results"))
+    site = build_dir() / "site"
+    other_scale = _stage(site, files, scale)
+    out_parent = build_dir().parent if build_dir().name == "_build" else build_dir()
+    html = build_dir() / "html" if build_dir().name == "_build" else build_dir() / "_build" / "html"
+    if other_scale:  # nothing of the previous scale's environment or pages may survive
+        for stale in (html, html.parent / ".doctrees"):
+            if stale.is_dir():
+                shutil.rmtree(stale)
     jb = Path(sys.executable).parent / "jupyter-book"
     if not jb.exists():
         jb = Path(shutil.which("jupyter-book") or "jupyter-book")
-    out_parent = build_dir().parent if build_dir().name == "_build" else build_dir()
     cmd = [str(jb), "build", str(site), "--path-output", str(out_parent), "--builder", "html",
            "-W", "-n", "--keep-going"]  # warnings fail the build: a broken page is loud
     env = {**os.environ, "NO_COLOR": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     log = build_dir() / "jupyter-book.log"
     log.write_text(proc.stdout + proc.stderr)
-    html = build_dir() / "html" if build_dir().name == "_build" else build_dir() / "_build" / "html"
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
         raise EnsdivError(f"Jupyter Book failed to render the book (full log: {log}):\n{tail}")

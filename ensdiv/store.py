@@ -7,6 +7,10 @@ in the same folder followed by an atomic rename, so an interrupted write never l
 final name. Loads verify the checksum and use ``torch.load(..., weights_only=True)``; a truncated or
 corrupt file is reported, deleted and recomputed, never used.
 
+Entry files get the permissions of any new file (``0o666`` less the umask, so a group-shared cache
+stays readable to the group), not ``mkstemp``'s private ``0o600``. :meth:`Store.check_writable` proves
+the folder usable (creatable and writable) before any work starts, in one sentence when it is not.
+
 Payloads must be what ``weights_only`` loading accepts: tensors, numbers, strings, and lists, tuples
 and dicts of those (state dicts included).
 """
@@ -31,6 +35,32 @@ from ensdiv.paths import project_root
 __all__ = ["Store", "default_store", "config_key", "cached", "CorruptEntryWarning"]
 
 _MAGIC = b"ensdiv-store-v1 "
+_UMASK: int | None = None
+
+
+def _umask() -> int:
+    """The process umask, read once (``/proc`` where available, so no other thread sees it changed)."""
+    global _UMASK
+    if _UMASK is None:
+        try:
+            line = next(ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("Umask:"))
+            _UMASK = int(line.split()[1], 8)
+        except (OSError, StopIteration, ValueError):
+            _UMASK = os.umask(0o022)
+            os.umask(_UMASK)
+    return _UMASK
+
+
+def _unusable(root: Path, exc: OSError) -> CacheError:
+    why = exc.strerror or type(exc).__name__
+    if isinstance(exc, NotADirectoryError | FileExistsError):
+        why = "a file is in the way of the folder"
+    return CacheError(
+        f"The cache folder {root} is not writable ({why}); set ENSDIV_CACHE to a folder you can write to."
+    )
+
+
+_CHECKED: set[Path] = set()  # folders check_writable proved usable in this process
 
 
 class CorruptEntryWarning(UserWarning):
@@ -98,6 +128,26 @@ class Store:
     def exists(self, kind: str, config: Mapping[str, Any]) -> bool:
         return self.path(kind, config_key(config)).exists()
 
+    def check_writable(self) -> Path:
+        """Create the cache folder if needed and prove it writable, before any work is done.
+
+        Raises:
+            CacheError: the folder cannot be created or written (one sentence saying why and naming
+                ``ENSDIV_CACHE``).
+        """
+        root = self.root
+        if root in _CHECKED:
+            return root
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=root, prefix=".write-check-", suffix=".tmp")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise _unusable(root, exc) from None
+        _CHECKED.add(root)
+        return root
+
     def save(self, kind: str, config: Mapping[str, Any], payload: Any) -> Path:
         """Write ``payload`` under the key of ``config`` atomically; returns the final path."""
         key = config_key(config)
@@ -115,24 +165,24 @@ class Store:
                     fh.write(_MAGIC + digest + b"\n")
                     fh.write(data)
                     fh.flush()
+                    os.fchmod(fh.fileno(), 0o666 & ~_umask())
                     os.fsync(fh.fileno())
                 os.replace(tmp, final)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
-        except (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
-            raise CacheError(
-                f"The cache folder {self.root} is not writable ({exc.strerror or type(exc).__name__}); "
-                "set ENSDIV_CACHE to a folder you can write to."
-            ) from None
+        except OSError as exc:  # not writable, a file in the way, the folder removed, the disk full, ...
+            _CHECKED.discard(self.root)
+            raise _unusable(self.root, exc) from None
         return final
 
     def load(self, kind: str, config: Mapping[str, Any]) -> Any | None:
         """Return the cached payload, or ``None`` on a miss or a corrupt entry (which is deleted)."""
         final = self.path(kind, config_key(config))
-        if not final.exists():
+        try:
+            raw = final.read_bytes()  # no exists() first: an entry removed meanwhile is a plain miss
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        raw = final.read_bytes()
         header_len = len(_MAGIC) + 64 + 1
         ok = raw.startswith(_MAGIC) and len(raw) > header_len
         if ok:
@@ -157,6 +207,7 @@ class Store:
         """Load the entry for ``config``, or call ``compute()``, save its result and return it."""
         payload = self.load(kind, config)
         if payload is None:
+            self.check_writable()  # before the work, not after it
             payload = compute()
             self.save(kind, config, payload)
         return payload

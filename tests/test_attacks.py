@@ -9,8 +9,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ensdiv.attacks import mi_fgsm, pgd, run_attack
-from ensdiv.models import InputSpec, forward_pixels, input_spec
 from ensdiv.errors import EnsdivError, UnknownNameError
+from ensdiv.models import InputSpec, forward_pixels, input_spec
 
 
 def _linear(seed: int = 0, c: int = 3, side: int = 4) -> nn.Module:

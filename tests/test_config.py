@@ -64,9 +64,9 @@ def test_unknown_override_key():
 
 
 def test_wrong_override_type():
-    with pytest.raises(EnsdivError, match="'num_members'.*must be a int.*str '4'"):
+    with pytest.raises(EnsdivError, match="'num_members'.*must be an integer.*str '4'"):
         preset(NAME, "cpu", num_members="4")
-    with pytest.raises(EnsdivError, match="must be a int"):
+    with pytest.raises(EnsdivError, match="must be an integer"):
         preset(NAME, "cpu", num_members=True)
 
 

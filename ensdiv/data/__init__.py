@@ -11,8 +11,10 @@ from ensdiv.data.fashion import FASHION_CLASSES, find_fashion_mnist, load_fashio
 from ensdiv.data.paper import PAPER_SETS, eval_transform, load_paper_set
 from ensdiv.data.registry import TensorSet, dataset_names, get_dataset, list_datasets, register_family
 from ensdiv.data.shifts import NOISE_KINDS, RENDITION_STYLES, build_all_shift_sets, shift_images, shift_set_names
+from ensdiv.errors import CorruptDataError
 
 __all__ = [
+    "CorruptDataError",
     "FASHION_CLASSES",
     "PAPER_CBAR",
     "PAPER_SETS",

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ensdiv.data.registry import TensorSet, register_family
-from ensdiv.errors import DataNotFoundError, unknown_name
+from ensdiv.data.registry import TensorSet, array_fingerprint, register_family
+from ensdiv.errors import CorruptDataError, DataNotFoundError, unknown_name
 from ensdiv.paths import project_root
 
 __all__ = ["FASHION_CLASSES", "find_fashion_mnist", "load_fashion_mnist", "VAL_SIZE", "VAL_SEED"]
@@ -84,20 +85,63 @@ def find_fashion_mnist(*, download: bool = True) -> Path:
     raise DataNotFoundError(HOW_TO_GET)
 
 
-def _read_idx(path_stem: Path) -> np.ndarray:
+_GOOD_COPY = (
+    "delete it and get a good copy (apt-get install --reinstall dataset-fashion-mnist, or the IDX files from "
+    "https://github.com/zalandoresearch/fashion-mnist)"
+)
+
+
+def _read_idx(path_stem: Path, *, expect_ndim: int) -> np.ndarray:
+    """One IDX file (``<stem>.gz`` or ``<stem>``) as a uint8 array, its header and length checked.
+
+    Raises:
+        CorruptDataError: the file is truncated, not gzip, or not an IDX file of ``expect_ndim``
+            dimensions (one sentence naming the file).
+    """
     gz = path_stem.with_name(path_stem.name + ".gz")
-    raw = gzip.open(gz, "rb").read() if gz.exists() else path_stem.read_bytes()
-    ndim = raw[3]
-    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+    path = gz if gz.exists() else path_stem
+
+    def bad(what: str) -> CorruptDataError:
+        return CorruptDataError(f"The Fashion-MNIST file {path} {what}; {_GOOD_COPY}.")
+
+    try:
+        if path is gz:
+            with gzip.open(gz, "rb") as fh:
+                raw = fh.read()
+        else:
+            raw = path.read_bytes()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise bad(f"is not a complete gzip file ({exc or type(exc).__name__})") from None
+    except OSError as exc:
+        raise bad(f"cannot be read ({exc.strerror or exc})") from None
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08 or raw[3] != expect_ndim:
+        raise bad(f"is not an IDX file of {expect_ndim}-d unsigned bytes (its header is {raw[:4].hex() or 'empty'})")
+    header = 4 + 4 * expect_ndim
+    if len(raw) < header:
+        raise bad(f"is truncated ({len(raw)} bytes, shorter than its {header}-byte header)")
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(expect_ndim))
+    need = header + int(np.prod(shape))
+    if len(raw) != need:
+        raise bad(f"holds {len(raw) - header} data bytes but its header {shape} needs {need - header}"
+                  + (" (truncated)" if len(raw) < need else ""))
+    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
 
 
 @lru_cache(maxsize=2)
-def _load_raw(split: str, folder: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _load_raw(split: str, folder: str) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """uint8 images, int64 labels and the fingerprint of the bytes read (kept for the last two splits)."""
     img_stem, lbl_stem = _FILES[split]
-    images = torch.from_numpy(_read_idx(Path(folder) / img_stem).copy())
-    labels = torch.from_numpy(_read_idx(Path(folder) / lbl_stem).astype(np.int64))
-    return images, labels
+    raw_images = _read_idx(Path(folder) / img_stem, expect_ndim=3)
+    raw_labels = _read_idx(Path(folder) / lbl_stem, expect_ndim=1)
+    if len(raw_images) != len(raw_labels):
+        raise CorruptDataError(
+            f"The Fashion-MNIST {split} files in {folder} hold {len(raw_images)} images but {len(raw_labels)} "
+            f"labels; {_GOOD_COPY}."
+        )
+    fingerprint = array_fingerprint(raw_images, raw_labels)
+    images = torch.from_numpy(raw_images.copy())
+    labels = torch.from_numpy(raw_labels.astype(np.int64))
+    return images, labels, fingerprint
 
 
 def _val_index(n_train: int) -> torch.Tensor:
@@ -120,7 +164,7 @@ def load_fashion_mnist(split: str = "train") -> TensorSet:
 
         raise unknown_name("Fashion-MNIST split", split, ["train", "val", "train-full", "test"])
     folder = str(find_fashion_mnist())
-    images, labels = _load_raw("test" if split == "test" else "train", folder)
+    images, labels, fingerprint = _load_raw("test" if split == "test" else "train", folder)
     if split in ("train", "val"):
         val = _val_index(len(labels))
         if split == "val":
@@ -131,7 +175,8 @@ def load_fashion_mnist(split: str = "train") -> TensorSet:
             keep = mask.nonzero().squeeze(1)
         images, labels = images[keep], labels[keep]
     x = images.unsqueeze(1).float().div_(255.0)
-    return TensorSet(x, labels.clone(), f"fmnist/{split}", list(FASHION_CLASSES), "Fashion-MNIST " + split)
+    return TensorSet(x, labels.clone(), f"fmnist/{split}", list(FASHION_CLASSES), "Fashion-MNIST " + split,
+                     f"fmnist:{fingerprint}/{split}")
 
 
 register_family(

@@ -8,14 +8,38 @@ lists every name with its description (and size where known without building).
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from ensdiv.errors import EnsdivError, unknown_name
 
-__all__ = ["TensorSet", "register_family", "get_dataset", "list_datasets", "dataset_names"]
+__all__ = ["TensorSet", "register_family", "get_dataset", "list_datasets", "dataset_names",
+           "array_fingerprint", "tensor_fingerprint", "registered_fingerprint"]
+
+
+def array_fingerprint(*arrays: np.ndarray | torch.Tensor) -> str:
+    """SHA-256 (hex) of the shapes, dtypes and bytes of ``arrays``: the content key of data that was read.
+
+    Hashing is about 1 GB/s: the 47 MB of Fashion-MNIST's uint8 training images take ~35 ms.
+    """
+    h = hashlib.sha256()
+    for a in arrays:
+        if isinstance(a, torch.Tensor):
+            a = a.detach().cpu().contiguous().numpy()
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.shape}|{a.dtype.str}|".encode())
+        h.update(a.tobytes() if a.size == 0 else memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def tensor_fingerprint(data: TensorSet) -> str:
+    """The content key of ``data``: its ``fingerprint`` when its loader set one, else a hash of x and y."""
+    return data.fingerprint or array_fingerprint(data.x, data.y)
 
 
 @dataclass
@@ -28,6 +52,8 @@ class TensorSet:
         name: registry name.
         classes: class names (index = label).
         description: one line saying what the set is.
+        fingerprint: a hash of the data its loader read (files or arrays), set by loaders that know it
+            cheaply; ``""`` means "hash x and y" (:func:`tensor_fingerprint`).
     """
 
     x: torch.Tensor
@@ -35,6 +61,7 @@ class TensorSet:
     name: str
     classes: list[str] = field(default_factory=list)
     description: str = ""
+    fingerprint: str = ""
 
     def __post_init__(self) -> None:
         if self.x.ndim != 4:
@@ -57,7 +84,8 @@ class TensorSet:
             return self
         g = torch.Generator().manual_seed(seed)
         idx = torch.randperm(len(self), generator=g)[:n].sort().values
-        return TensorSet(self.x[idx], self.y[idx], f"{self.name}[{n}@{seed}]", self.classes, self.description)
+        fp = f"{self.fingerprint}[{n}@{seed}]" if self.fingerprint else ""
+        return TensorSet(self.x[idx], self.y[idx], f"{self.name}[{n}@{seed}]", self.classes, self.description, fp)
 
 
 @dataclass
@@ -101,3 +129,20 @@ def get_dataset(name: str, **kwargs) -> TensorSet:
         raise unknown_name("dataset", name, dataset_names())
     parts = rest.split("/") if rest else []
     return _FAMILIES[family].builder(*parts, **kwargs)
+
+
+_FINGERPRINTS: dict[tuple[str, str], str] = {}
+
+
+def registered_fingerprint(name: str, data: TensorSet | None = None) -> str:
+    """The content fingerprint of the registered set ``name`` (see :func:`tensor_fingerprint`).
+
+    Builds the set (unless ``data``, the set already built, is given) once per process and
+    ``$ENSDIV_DATA`` value, then memoises the answer: the cache
+    keys of predictions and trained models hold it, so pointing ``$ENSDIV_DATA`` at other files (or
+    replacing them between runs) means recomputation, never a stale hit.
+    """
+    memo = (name, os.environ.get("ENSDIV_DATA", ""))
+    if memo not in _FINGERPRINTS:
+        _FINGERPRINTS[memo] = tensor_fingerprint(get_dataset(name) if data is None else data)
+    return _FINGERPRINTS[memo]

@@ -84,11 +84,14 @@ def disagreement_matrix(preds: Any, *, validate_args: bool = True) -> torch.Tens
     Computed one member at a time (memory O(M·N), not O(M·N·C)).
 
     Args:
-        preds: class predictions, shape (M, N).
+        preds: class predictions, shape (M, N), N >= 1 (integer class indices >= 0).
         validate_args: check the inputs (``False`` skips every check).
 
     Returns:
         float64, symmetric, zero diagonal.
+
+    Raises:
+        InvalidInputError: ``preds`` not a 2-d integer tensor or array, negative, or with no samples.
 
     Shape:
         preds (M, N) -> (M, M).
@@ -98,6 +101,8 @@ def disagreement_matrix(preds: Any, *, validate_args: bool = True) -> torch.Tens
         [[0.0, 0.5], [0.5, 0.0]]
     """
     preds = check_preds(preds, validate=validate_args)
+    if validate_args and preds.shape[1] == 0:
+        raise InvalidInputError(f"preds must hold at least one sample per member, got shape {tuple(preds.shape)}.")
     if preds.shape[0] == 0:
         return torch.zeros(0, 0, dtype=torch.float64)
     return torch.stack([(preds[i] != preds).double().mean(1) for i in range(preds.shape[0])])

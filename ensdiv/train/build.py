@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from ensdiv.data.registry import TensorSet, get_dataset
+from ensdiv.data.registry import TensorSet, dataset_names, get_dataset, registered_fingerprint
 from ensdiv.errors import EnsdivError
 from ensdiv.models.registry import create_model, is_registered, model_info
 from ensdiv.models.stack import BackboneWithHeads, HeadStack
@@ -30,12 +30,31 @@ __all__ = ["train_recipe", "build_model", "load_training_set", "model_cache_conf
 TRAIN_VERSION = 2
 
 
+def _datasets_of(node: Any, found: set[str]) -> set[str]:
+    """Every ``dataset`` named in a recipe key (its own, a pre-training source's, a teacher's, a backbone's)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "dataset" and isinstance(v, str) and v:
+                found.add(v)
+            else:
+                _datasets_of(v, found)
+    elif isinstance(node, list | tuple):
+        for v in node:
+            _datasets_of(v, found)
+    return found
+
+
 def model_cache_config(recipe: Recipe) -> dict[str, Any]:
     """The store config of the trained model of ``recipe`` (also keys its predictions).
 
-    Holds the engine version, the recipe's key and, when not 1, the registered model's code version.
+    Holds the engine version, the recipe's key, the content fingerprint of every registered training
+    set it reads (:func:`ensdiv.data.registry.registered_fingerprint`: other data, other model) and,
+    when not 1, the registered model's code version.
     """
-    cfg: dict[str, Any] = {"version": TRAIN_VERSION, "recipe": recipe.key()}
+    key = recipe.key()
+    names = set(dataset_names())
+    data = {n: registered_fingerprint(n) for n in sorted(_datasets_of(key, set())) if n in names}
+    cfg: dict[str, Any] = {"version": TRAIN_VERSION, "recipe": key, "data": data}
     if is_registered(recipe.model.name):
         version = model_info(recipe.model.name).version
         if version != 1:
@@ -126,6 +145,7 @@ def train_recipe(
         model.load_state_dict(payload["state_dict"])
         model.ensdiv_meta = dict(payload["meta"])
         return model.eval()
+    store.check_writable()  # an unusable cache folder is one sentence now, not after the training
     data = load_training_set(recipe)
     shape = _shape_of(data)
     run = dict(progress=progress, accelerator=accelerator, precision=precision)

@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from ensdiv.data.corruptions import ops
+from ensdiv.errors import CorruptDataError
 
 __all__ = ["C_CORRUPTIONS", "C_PARAMS", "C_FUNCTIONS"]
 
@@ -180,7 +181,15 @@ def _frost_textures(factor: float, channels: int, min_h: int, min_w: int) -> tup
         folder = files("torch_uncertainty_assets") / "frost"
         imgs = []
         for i in range(1, 6):
-            img = Image.open(io.BytesIO((folder / f"frost{i}.jpg").read_bytes())).convert("RGB")
+            path = folder / f"frost{i}.jpg"
+            raw = path.read_bytes()
+            try:
+                img = Image.open(io.BytesIO(raw)).convert("RGB")
+            except (OSError, ValueError, SyntaxError) as exc:  # PIL's errors for a damaged image
+                raise CorruptDataError(
+                    f"The frost photograph {path} is not a readable JPEG ({exc}); reinstall it with "
+                    "pip install --force-reinstall torch-uncertainty-assets."
+                ) from None
             t = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1).float()[None] / 255
             size = (max(min_h, round(t.shape[2] * factor)), max(min_w, round(t.shape[3] * factor)))
             imgs.append(F.interpolate(t, size=size, mode="area" if factor < 1 else "bilinear")[0])

@@ -15,6 +15,7 @@ indices of the dataset's wnid folders: evaluate with ``logits[:, dataset.class_m
 
 from __future__ import annotations
 
+import codecs
 import pickle
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -50,7 +51,7 @@ from ensdiv.data.paper.imagenet import (  # noqa: F401 - re-exported
     imagenet_val,
     imagenet_wnids,
 )
-from ensdiv.errors import DataNotFoundError, EnsdivError, unknown_name
+from ensdiv.errors import CorruptDataError, DataNotFoundError, EnsdivError, unknown_name
 
 __all__ = [
     "eval_transform",
@@ -74,7 +75,72 @@ __all__ = [
     "load_paper_set",
     "CIFAR_C_CORRUPTIONS",
     "DTD_CLASSES",
+    "load_pickle",
 ]
+
+
+# ---------------------------------------------------------------- reading the published pickles safely
+def _numpy_globals() -> dict[tuple[str, str], Any]:
+    """The only globals a CIFAR pickle (python version) may name: numpy's array reconstruction."""
+    core = getattr(np, "_core", None) or np.core
+    multiarray = core.multiarray
+    allowed: dict[tuple[str, str], Any] = {}
+    for mod in ("numpy.core.multiarray", "numpy._core.multiarray"):
+        allowed[(mod, "_reconstruct")] = multiarray._reconstruct
+        allowed[(mod, "scalar")] = multiarray.scalar
+    for mod in ("numpy.core.numeric", "numpy._core.numeric"):
+        allowed[(mod, "_frombuffer")] = core.numeric._frombuffer
+    allowed[("numpy", "ndarray")] = np.ndarray
+    allowed[("numpy", "dtype")] = np.dtype
+    # Python 3 writes bytes at protocol < 3 as _codecs.encode(text, "latin1")
+    allowed[("_codecs", "encode")] = codecs.encode
+    return allowed
+
+
+_ALLOWED_GLOBALS = _numpy_globals()
+
+
+class _DataOnlyUnpickler(pickle.Unpickler):
+    """An unpickler that builds only containers, strings, numbers and numpy arrays: any other global a
+    pickle names (``os.system``, ``builtins.eval``, a class) is refused before it is looked up."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return _ALLOWED_GLOBALS[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(f"refused the global {module}.{name}") from None
+
+
+def load_pickle(path: Path, what: str, source_key: str) -> Any:
+    """Read one published data pickle with :class:`_DataOnlyUnpickler` (no code runs while loading).
+
+    Args:
+        path: the file. what: the dataset's name for the message (``"CIFAR-10"``).
+        source_key: where to get a good copy (a key of ``_SOURCES``).
+
+    Raises:
+        CorruptDataError: truncated, corrupt, or naming code or classes a data pickle never holds;
+            one sentence naming the file and where to get a good copy.
+    """
+    try:
+        with open(path, "rb") as fh:
+            return _DataOnlyUnpickler(fh, encoding="bytes").load()
+    except pickle.UnpicklingError as exc:
+        why = str(exc)
+        if why.startswith("refused the global"):
+            code = why.removeprefix("refused the global ")
+            why = f"names code ({code}), which a data pickle never holds, so it was not loaded"
+        else:
+            why = f"is not a valid pickle ({why})"
+        raise _corrupt(what, path, why, source_key) from None
+    except EOFError:
+        raise _corrupt(what, path, "is truncated (the pickle ends early)", source_key) from None
+    except (ValueError, TypeError, AttributeError, IndexError, KeyError, MemoryError, OverflowError) as exc:
+        raise _corrupt(what, path, f"is not a valid pickle ({type(exc).__name__}: {exc})", source_key) from None
+
+
+def _corrupt(what: str, path: Path, why: str, source_key: str) -> CorruptDataError:
+    return CorruptDataError(f"The {what} file {path} {why}; delete it and get a good copy from {_SOURCES[source_key]}.")
 
 
 # ---------------------------------------------------------------- CIFAR, CIFAR-C, SVHN
@@ -103,12 +169,23 @@ def cifar(
     folder = _first_dir(root, [sub, ""], lambda f: all((f / b).is_file() for b in files))
     if folder is None:
         raise _missing(name.upper().replace("CIFAR", "CIFAR-"), root, f"{sub}/ with {', '.join(files)}", name)
+    what = name.upper().replace("CIFAR", "CIFAR-")
+    label_key = b"labels" if ten else b"fine_labels"
     xs, ys = [], []
     for b in files:
-        with open(folder / b, "rb") as fh:
-            d = pickle.load(fh, encoding="bytes")
-        xs.append(np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
-        ys.append(np.asarray(d[b"labels" if ten else b"fine_labels"]))
+        path = folder / b
+        d = load_pickle(path, what, name)
+        if not isinstance(d, dict) or b"data" not in d or label_key not in d:
+            keys = [k.decode("latin1") if isinstance(k, bytes) else str(k) for k in d] if isinstance(d, dict) else []
+            keys.sort()
+            raise _corrupt(what, path, f"is not a {what} batch (it needs the keys data and {label_key.decode()}, "
+                                       f"it has {', '.join(keys) or 'a ' + type(d).__name__})", name)
+        data, labels = np.asarray(d[b"data"]), np.asarray(d[label_key])
+        if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072 or labels.shape != (data.shape[0],):
+            raise _corrupt(what, path, f"holds data of shape {data.shape} ({data.dtype}) and {labels.size} labels, "
+                                       "not (N, 3072) uint8 with N labels", name)
+        xs.append(data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
+        ys.append(labels.astype(np.int64))
     tf = transform or eval_transform(data_config, default="cifar")
     return ArrayImageDataset(np.concatenate(xs), np.concatenate(ys), tf, name=f"{name}/{split}")
 
@@ -132,19 +209,28 @@ def cifar_c(
     folder = _first_dir(root, [sub, ""], lambda f: (f / "labels.npy").is_file())
     if folder is None or not (folder / f"{corruption}.npy").is_file():
         raise _missing(sub, root, f"{sub}/{corruption}.npy and {sub}/labels.npy", f"{name}-c")
-    images = np.load(folder / f"{corruption}.npy", mmap_mode="r")
-    labels = np.load(folder / "labels.npy")
-    if images.ndim != 4 or images.shape[0] % 5 or images.shape[-1] != 3 or len(labels) != len(images):
-        raise EnsdivError(
-            f"{folder / corruption}.npy must be (5n, 32, 32, 3) uint8 with n labels per severity, "
-            f"got {images.shape} and {len(labels)} labels."
-        )
+    images = _load_npy(folder / f"{corruption}.npy", sub, f"{name}-c", mmap=True)
+    labels = _load_npy(folder / "labels.npy", sub, f"{name}-c", mmap=False)
+    if images.ndim != 4 or images.shape[0] % 5 or images.shape[-1] != 3 or images.dtype != np.uint8:
+        raise _corrupt(sub, folder / f"{corruption}.npy", f"holds an array of shape {images.shape} "
+                       f"({images.dtype}), not (5n, 32, 32, 3) uint8", f"{name}-c")
+    if labels.ndim != 1 or len(labels) != len(images):
+        raise _corrupt(sub, folder / "labels.npy", f"holds {labels.shape} labels, not one per image of "
+                                                   f"{corruption}.npy ({len(images)})", f"{name}-c")
     n = images.shape[0] // 5
     sl = slice((severity - 1) * n, severity * n)
     tf = transform or eval_transform(data_config, default="cifar")
     return ArrayImageDataset(
         np.ascontiguousarray(images[sl]), labels[sl], tf, name=f"{sub}/{corruption}/{severity}"
     )
+
+
+def _load_npy(path: Path, what: str, source_key: str, *, mmap: bool) -> np.ndarray:
+    """``np.load`` of a published ``.npy`` (never pickles); a truncated or corrupt file is one sentence."""
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as exc:
+        raise _corrupt(what, path, f"is truncated or not a .npy array ({exc})", source_key) from None
 
 
 def svhn(
@@ -166,9 +252,19 @@ def svhn(
         raise _missing("SVHN", root, fname, "svhn")
     from scipy.io import loadmat
 
-    mat = loadmat(folder / fname)
-    images = np.ascontiguousarray(mat["X"].transpose(3, 0, 1, 2))
-    labels = np.full(len(images), -1) if ood else mat["y"].reshape(-1) % 10
+    path = folder / fname
+    try:
+        mat = loadmat(path, variable_names=["X", "y"])
+    except Exception as exc:  # noqa: BLE001 - scipy raises many kinds for a damaged .mat file
+        why = f"is truncated or not a MATLAB file ({type(exc).__name__}: {exc})"
+        raise _corrupt("SVHN", path, why, "svhn") from None
+    x, y = mat.get("X"), mat.get("y")
+    if x is None or y is None or x.ndim != 4 or x.shape[:3] != (32, 32, 3) or y.size != x.shape[3]:
+        got = "no X and y" if x is None or y is None else f"X {x.shape} and y {y.shape}"
+        why = f"is not SVHN format 2 (it needs X (32, 32, 3, N) and y (N, 1), it has {got})"
+        raise _corrupt("SVHN", path, why, "svhn")
+    images = np.ascontiguousarray(x.transpose(3, 0, 1, 2))
+    labels = np.full(len(images), -1) if ood else y.reshape(-1) % 10
     tf = transform or eval_transform(data_config, default="cifar")
     return ArrayImageDataset(images, labels, tf, name=f"svhn/{split}")
 

@@ -29,7 +29,6 @@ memory, so a notebook that trains several models on one set parses the files onc
 from __future__ import annotations
 
 import os
-import pickle
 from functools import lru_cache
 from pathlib import Path
 
@@ -39,8 +38,8 @@ import torch
 from ensdiv.data.fashion import data_home
 from ensdiv.data.paper.common import _first_dir
 from ensdiv.data.paper.imagenet import imagenet_val, imagenet_wnids
-from ensdiv.data.paper.sets import cifar, svhn
-from ensdiv.data.registry import TensorSet, register_family
+from ensdiv.data.paper.sets import cifar, load_pickle, svhn
+from ensdiv.data.registry import TensorSet, array_fingerprint, register_family
 
 __all__ = ["CIFAR10_CLASSES", "load_cifar", "load_svhn_ood", "load_imagenet_val_subset"]
 
@@ -62,14 +61,13 @@ def _keep_pil(image):  # the loaders' per-item transform is never used here: ski
 
 
 @lru_cache(maxsize=3)
-def _read(family: str, split: str, root: str) -> tuple[np.ndarray, np.ndarray]:
-    """uint8 images (N, 32, 32, 3) and int64 labels of one set, read by the paper_sets loaders."""
-
+def _read(family: str, split: str, root: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """uint8 images (N, 32, 32, 3), int64 labels and their fingerprint, read by the paper_sets loaders."""
     if family == "svhn":
         ds = svhn(root, split=split, ood=True, transform=_keep_pil)
     else:
         ds = cifar(root, name=family, split=split, transform=_keep_pil)
-    return ds.images, ds.targets
+    return ds.images, ds.targets, f"{family}:{array_fingerprint(ds.images, ds.targets)}"
 
 
 def _to_tensor(images: np.ndarray) -> torch.Tensor:
@@ -85,9 +83,8 @@ def _cifar100_classes(root: Path, split: str) -> list[str]:
     folder = _first_dir(root, ["cifar-100-python", ""], lambda f: (f / "meta").is_file() and (f / split).is_file())
     if folder is None:
         return [str(i) for i in range(100)]
-    with open(folder / "meta", "rb") as fh:
-        meta = pickle.load(fh, encoding="bytes")
-    names = meta.get(b"fine_label_names", meta.get("fine_label_names"))
+    meta = load_pickle(folder / "meta", "CIFAR-100", "cifar100")
+    names = meta.get(b"fine_label_names", meta.get("fine_label_names")) if isinstance(meta, dict) else None
     if names is None or len(names) != 100:
         return [str(i) for i in range(100)]
     return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
@@ -107,11 +104,12 @@ def load_cifar(name: str, split: str) -> TensorSet:
         DataNotFoundError: the pickle batches are not in ``$ENSDIV_DATA`` (one sentence from the loader).
     """
     root = _data_root()
-    images, labels = _read(name, split, str(root))
+    images, labels, fingerprint = _read(name, split, str(root))
     classes = list(CIFAR10_CLASSES) if name == "cifar10" else _cifar100_classes(root, split)
     what = "CIFAR-10" if name == "cifar10" else "CIFAR-100"
     return TensorSet(
-        _to_tensor(images), torch.from_numpy(labels.copy()), f"{name}/{split}", classes, f"{what} {split}"
+        _to_tensor(images), torch.from_numpy(labels.copy()), f"{name}/{split}", classes, f"{what} {split}",
+        fingerprint,
     )
 
 
@@ -126,9 +124,10 @@ def load_svhn_ood(split: str) -> TensorSet:
     Raises:
         DataNotFoundError: ``<split>_32x32.mat`` is not in ``$ENSDIV_DATA`` (one sentence from the loader).
     """
-    images, labels = _read("svhn", split, str(_data_root()))
+    images, labels, fingerprint = _read("svhn", split, str(_data_root()))
     return TensorSet(
-        _to_tensor(images), torch.from_numpy(labels.copy()), f"svhn/{split}", [], f"SVHN {split} as OOD (label -1)"
+        _to_tensor(images), torch.from_numpy(labels.copy()), f"svhn/{split}", [], f"SVHN {split} as OOD (label -1)",
+        fingerprint,
     )
 
 
