@@ -399,10 +399,15 @@ def _register(name: str, cls: type, arch: str, what: str) -> None:
     register_model(name, family="Efficient ensembles", description=what, version=2)(factory)
 
 
-for _arch, _tag in (("resnet18", "CIFAR-style ResNet-18"), ("resnet50", "CIFAR-style ResNet-50"),
-                    ("small", "small 3-stage ResNet for 28x28x1"), ("test", "tiny ResNet for smoke runs")):
-    _prefix = "test_" if _arch == "test" else ""
-    _suffix = "" if _arch == "test" else f"_{_arch}"
-    _register(f"{_prefix}batchensemble{_suffix}", BatchEnsembleResNet, _arch, f"BatchEnsemble M=4, {_tag}")
-    _register(f"{_prefix}mimo{_suffix}", MIMOResNet, _arch, f"MIMO M=4 rho=1, {_tag}")
-    _register(f"{_prefix}masksembles{_suffix}", MasksemblesResNet, _arch, f"Masksembles M=4 scale 2, {_tag}")
+_register("batchensemble_resnet18", BatchEnsembleResNet, "resnet18", "BatchEnsemble M=4, CIFAR-style ResNet-18")
+_register("batchensemble_resnet50", BatchEnsembleResNet, "resnet50", "BatchEnsemble M=4, CIFAR-style ResNet-50")
+_register("batchensemble_small", BatchEnsembleResNet, "small", "BatchEnsemble M=4, small 3-stage ResNet for 28x28x1")
+_register("test_batchensemble", BatchEnsembleResNet, "test", "BatchEnsemble M=4, tiny ResNet for smoke runs")
+_register("mimo_resnet18", MIMOResNet, "resnet18", "MIMO M=4 rho=1, CIFAR-style ResNet-18")
+_register("mimo_resnet50", MIMOResNet, "resnet50", "MIMO M=4 rho=1, CIFAR-style ResNet-50")
+_register("mimo_small", MIMOResNet, "small", "MIMO M=4 rho=1, small 3-stage ResNet for 28x28x1")
+_register("test_mimo", MIMOResNet, "test", "MIMO M=4 rho=1, tiny ResNet for smoke runs")
+_register("masksembles_resnet18", MasksemblesResNet, "resnet18", "Masksembles M=4 scale 2, CIFAR-style ResNet-18")
+_register("masksembles_resnet50", MasksemblesResNet, "resnet50", "Masksembles M=4 scale 2, CIFAR-style ResNet-50")
+_register("masksembles_small", MasksemblesResNet, "small", "Masksembles M=4 scale 2, small 3-stage ResNet for 28x28x1")
+_register("test_masksembles", MasksemblesResNet, "test", "Masksembles M=4 scale 2, tiny ResNet for smoke runs")
