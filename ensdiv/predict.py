@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn as nn
-from tqdm.auto import tqdm
 
 from ensdiv.data.registry import TensorSet, array_fingerprint, get_dataset, registered_fingerprint
 from ensdiv.errors import EnsdivError
+from ensdiv.progress import bar
 from ensdiv.store import Store, cached, config_key, default_store
 from ensdiv.train.build import model_cache_config, train_recipe
 from ensdiv.train.recipes import Recipe
@@ -192,6 +192,6 @@ def predict_many(
 
     outs = [
         predict(r, dataset, store=store)
-        for r in tqdm(list(recipes), desc="models", leave=False, disable=len(recipes) < 2)
+        for r in bar(list(recipes), desc="models", leave=False, disable=len(recipes) < 2)
     ]
     return torch.stack(outs)

@@ -291,6 +291,10 @@ def run_notebooks(
                 print(f"  [run]    {rel} (scale={scale}) ...", flush=True)
             t0 = time.perf_counter()
             tmp = out.with_suffix(f".partial-{os.getpid()}.ipynb")
+            # the kernel inherits this process's environment: rendered pages get one line per finished
+            # unit of work instead of progress bars (ensdiv.progress), unless the caller chose otherwise
+            chosen = os.environ.get("ENSDIV_PROGRESS")
+            os.environ["ENSDIV_PROGRESS"] = chosen or "lines"
             try:
                 pm.execute_notebook(
                     str(nb), str(tmp), parameters=all_params, kernel_name=kernel, cwd=str(nb.parent),
@@ -304,6 +308,9 @@ def run_notebooks(
                 else:  # nothing executed: an older copy must not pass for this run's
                     out.unlink(missing_ok=True)
                 res = NotebookResult(nb, out, "failed", time.perf_counter() - t0, _error_of(exc), all_params)
+            finally:
+                if chosen is None:
+                    os.environ.pop("ENSDIV_PROGRESS", None)
         if progress:
             tag = "ok" if res.status == "ok" else "FAILED"
             print(f"  [{tag:<6}] {rel} in {res.seconds:.1f} s" + (f": {res.error}" if res.error else ""), flush=True)

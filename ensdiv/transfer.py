@@ -21,7 +21,6 @@ from typing import Any
 import pandas as pd
 import torch
 import torch.nn as nn
-from tqdm.auto import tqdm
 
 from ensdiv.attacks import PGD_DEFAULTS, run_attack
 from ensdiv.data.registry import TensorSet, get_dataset
@@ -29,6 +28,7 @@ from ensdiv.errors import EnsdivError
 from ensdiv.metrics.similarity import SAT_EPS, sat_score, sat_score_one_side
 from ensdiv.models.input_spec import forward_pixels
 from ensdiv.predict import dataset_fingerprint
+from ensdiv.progress import bar
 from ensdiv.store import cached
 from ensdiv.train.build import model_cache_config, train_recipe
 from ensdiv.train.recipes import Recipe
@@ -317,7 +317,7 @@ def sat_by_source(
            for m, r in zip(models, recipes, strict=True)]  # fmt: skip
     k, n = len(loaded), len(data)
     fooled = torch.zeros(k, k, n, dtype=torch.bool)
-    for s in tqdm(range(k), desc="SAT sources", disable=k < 2):
+    for s in bar(range(k), desc="SAT sources", disable=k < 2):
 
         def compute(s: int = s) -> dict:
             x_adv = _adversarial(loaded[s], None, data, data_key, attack_cfg, None, batch_size)  # the row is cached

@@ -19,6 +19,7 @@ from ensdiv.data.registry import TensorSet, dataset_names, get_dataset, register
 from ensdiv.errors import EnsdivError
 from ensdiv.models.registry import create_model, is_registered, model_info
 from ensdiv.models.stack import BackboneWithHeads, HeadStack
+from ensdiv.progress import line
 from ensdiv.store import Store, config_key, default_store
 from ensdiv.train.engine import derive_seed
 from ensdiv.train.frameworks import build_joint, distillation_loss, joint_loss, pretrain_and_probe, train_heads
@@ -179,6 +180,7 @@ def train_recipe(
     }
     if int(os.environ.get("RANK", "0")) == 0:
         store.save("model", cfg, {"state_dict": cpu_state(model), "shape": shape, "meta": meta})
+    line(f"trained {recipe.label} in {meta['train_time_s']:.1f} s ({meta['train_size']} images)")
     model.ensdiv_meta = meta
     return model.eval()
 

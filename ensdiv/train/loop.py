@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from ensdiv.data.registry import TensorSet
 from ensdiv.errors import EnsdivError
+from ensdiv.progress import bar as progress_bar
 from ensdiv.train.augment import BatchAugment
 from ensdiv.train.engine import LossFn, derive_seed, lr_factor, make_fabric, make_optimizer, seed_everything
 from ensdiv.train.recipes import Optim
@@ -87,8 +88,6 @@ def fit(
     Returns:
         The trained model (the module passed in), in eval mode, on CPU.
     """
-    from tqdm.auto import tqdm
-
     n = len(train_set)
     if n == 0:
         raise EnsdivError(f"Cannot train on the empty dataset {train_set.name!r}.")
@@ -118,7 +117,7 @@ def fit(
     gb = min(batch_size, n - n % world) if n >= world else n
     steps = max(n // gb, 1)
     total = epochs * steps
-    bar = tqdm(
+    bar = progress_bar(
         total=total,
         initial=start * steps,
         desc=desc or type(base).__name__,
