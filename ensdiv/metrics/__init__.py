@@ -36,6 +36,7 @@ Exceptions to "returns a tensor", where a tensor makes no sense:
 """
 
 from ensdiv.metrics.attribution import attribution_diversity, attributions
+from ensdiv.metrics.attribution_sweep import attribution_gram, ensemble_attribution_diversity, normalize_attributions
 from ensdiv.metrics.calibration import accuracy, aupr, auroc, brier, ece, fpr_at_tpr, nll
 from ensdiv.metrics.consistency import conversion_rate, error_consistency, error_inconsistency, specialization_angle
 from ensdiv.metrics.diversity import (
@@ -53,6 +54,7 @@ from ensdiv.metrics.gain import all_wrong_ratio, ensemble_improvement, error_red
 from ensdiv.metrics.representation import MinibatchCKA, cka, cka_map, gram_linear, gram_rbf, hsic
 from ensdiv.metrics.similarity import SAT_EPS, SAT_IDENTICAL, sat_score, sat_score_one_side
 from ensdiv.metrics.sweep import combination_index, ensemble_sweep
+from ensdiv.metrics.topk import topk_accuracy
 from ensdiv.metrics.uncertainty import (
     bma_confidence,
     expected_entropy,
@@ -108,6 +110,11 @@ __all__ = [
     # attribution
     "attributions",
     "attribution_diversity",
+    "attribution_gram",
+    "ensemble_attribution_diversity",
+    "normalize_attributions",
+    # top-k
+    "topk_accuracy",
     # attack similarity
     "sat_score",
     "sat_score_one_side",

@@ -1,0 +1,423 @@
+"""The design-diversity chapter, first half (Rosales, Munoz, Paulitsch, *Exploring Resiliency to Natural
+Image Corruptions in Deep Learning using Design Diversity*): Table 1, Fig. 4-7 / B, Table i / Fig. A.
+
+Models are the shared zoo's recipes at ``smoke`` / ``cpu`` (:mod:`ensdiv.chapters.zoo`; the ``dd/*``
+entries are the cpu analogues of the paper's Table i) and pretrained timm ImageNet models at ``paper``
+(:func:`ensdiv.models.paper_models`; weights from timm's local cache only). The six evaluation sets
+are keyed ``clean``, ``v2`` (re-sampled clean, the ImageNetV2 analogue) and the four ImageNet-C̄
+corruptions at the paper's strengths (``plasma`` 4.0, ``checkerboard`` 4.0, ``waterdrop`` 7.0,
+``lines`` 1.6): the registered ``fmnist/test``, ``fmnist-v2`` and ``fmnist-cbar/...`` sets at cpu,
+corrupted copies of a few test images at smoke, local ImageNet val / V2 / C̄ folders at paper.
+
+Attributions (captum Saliency, |∂ logit_label / ∂x|, target = the true label) are computed once per
+(model, set, image subset) and cached in the store (bfloat16); the 364 ensembles' Eq. 7 scores are
+then one Gram matrix and a gather (:func:`ensdiv.metrics.ensemble_attribution_diversity`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+import ensdiv as ed
+from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters.zoo import zoo_recipes
+from ensdiv.data.fashion import data_home
+from ensdiv.errors import unknown_name
+from ensdiv.predict import dataset_fingerprint
+from ensdiv.train import model_cache_config
+
+SLUG = "design-diversity"
+ATTR_VERSION = 1
+
+__all__ = [
+    "SLUG", "PRESETS", "preset", "SET_KEYS", "SET_LABELS", "CPU_SETS", "PAPER_TABLE1", "PAPER_FIG_A", "PAPER_TABLE_I",
+    "chapter_models", "model_name", "model_params", "subset_index", "eval_set", "chapter_logits", "chapter_labels",
+    "chapter_attributions", "accuracy_table", "diversity_sweep", "minmax", "arch_class", "training_approach",
+    "adjusted_r2", "recipe_settings", "zoo_recipes",
+]  # fmt: skip
+
+SET_KEYS = ("clean", "v2", "plasma", "checkerboard", "waterdrop", "lines")
+SET_LABELS = {"clean": "clean", "v2": "re-sampled clean", "plasma": "Plasma 4.0", "checkerboard": "Checkerboard 4.0",
+              "waterdrop": "Waterdrop 7.0", "lines": "Lines 1.6"}  # fmt: skip
+_CBAR = {"plasma": ("plasma_noise", 4.0), "checkerboard": ("checkerboard_cutout", 4.0),
+         "waterdrop": ("water_drop", 7.0), "lines": ("lines", 1.6)}  # fmt: skip
+CPU_SETS = {"clean": "fmnist/test", "v2": "fmnist-v2",
+            **{k: f"fmnist-cbar/{c}/{t:.1f}" for k, (c, t) in _CBAR.items()}}  # fmt: skip
+
+# ---- the paper's numbers ------------------------------------------------------------------------------
+#: Table 1 of the paper (ImageNet and ImageNet-C̄ Lines 1.6; accuracies in %).
+PAPER_TABLE1 = pd.DataFrame(
+    [
+        ("Self-sup.", "CNN", "DINO ResNet50", 25.6, 75.30, 92.61, 21.80, 40.66),
+        ("Superv.", "CNN", "ResNet50", 25.6, 75.85, 92.88, 34.95, 55.88),
+        ("Superv.", "CNN", "ResNext50_32_4d", 25.0, 77.49, 93.57, 39.46, 60.61),
+        ("Superv.", "CNN", "ResNet152", 60.2, 78.25, 93.96, 40.17, 62.09),
+        ("Superv.", "NAS", "EfficientNet_b7", 66.3, 74.82, 92.13, 51.11, 73.81),
+        ("Superv.", "CNN", "ResNext101_64x4d", 83.4, 82.90, 96.22, 51.89, 72.46),
+        ("Superv.", "ViT", "Swin tiny", 28.3, 81.34, 95.612, 55.29, 78.45),
+        ("Self-sup.", "ViT", "DINO ViT_b.8", 87.3, 80.06, 95.02, 55.75, 78.37),
+        ("Superv.", "ViT", "Swin base", 87.8, 83.30, 96.46, 58.71, 81.05),
+        ("Superv.", "ViT", "ViT base p16", 86.6, 80.88, 95.28, 61.28, 82.26),
+        ("K. distill.", "ViT", "DeiT-base", 87.3, 83.34, 96.50, 64.07, 84.66),
+        ("Self-sup.", "ViT", "SwinV2", 87.9, 83.34, 96.44, 59.976, 81.70),
+    ],
+    columns=["training", "arch class", "model", "params (M)", "clean top-1", "clean top-5", "lines top-1",
+             "lines top-5"],
+)  # fmt: skip
+#: Figure A of the paper: ImageNet val top-1 (%) of the 14 models of Table i.
+PAPER_FIG_A = {
+    "ResNext50_32_2": 75.198, "ResNext50_32_4l": 75.072, "ResNext50_16_4": 75.432, "MNASNET_1": 54.408,
+    "MNASNET_1p": 54.0, "Squeezenet_512": 41.918, "Squeezenet": 56.558, "bootstrapNAS-B_0": 76.342,
+    "bootstrapNAS-B_1": 76.282, "deit_tiny_p16_224": 71.654, "dino_deit_tiny1": 67.932, "dino_deit_tiny2": 67.52,
+    "dino_resnet1": 67.236, "dino_resnet2": 67.216,
+}  # fmt: skip
+_PROBE = "300 + 100 probe"
+_SGD01 = "SGD lr 0.1 wd 1e-4 m 0.9"
+#: Table i of the paper, abridged: architecture, optimiser and its parameters, scheduler, epochs, batch.
+PAPER_TABLE_I = {
+    "ResNext50_32_2": ("ResNeXt50 c32, width 2, [3,4,6,3], dropout 0.2", _SGD01, "step 0.1/30", "100", 32),
+    "ResNext50_32_4l": ("ResNeXt50 c32, width 4, [2,2,3,2], dropout 0.2", _SGD01, "step 0.1/30", "100", 32),
+    "ResNext50_16_4": ("ResNeXt50 c16, width 4, [3,4,6,3], dropout 0.2", _SGD01, "step 0.1/30", "100", 32),
+    "MNASNET_1": ("MNASNet ratio 1, dropout 0.2", _SGD01, "step 0.1/30", "100", 32),
+    "MNASNET_1p": ("MNASNet ratio 1, dropout 0.2", "RMSprop lr 0.256 decay 0.9 m 0.9", "step 0.97/2.4", "100", 32),
+    "Squeezenet_512": ("SqueezeNet 1.1", "SGD lr 0.01 wd 2e-4 m 0.9", "step 0.1/30", "100", 512),
+    "Squeezenet": ("SqueezeNet 1.1", "SGD lr 0.01 wd 2e-4 m 0.9", "step 0.1/30", "100", 128),
+    "bootstrapNAS-B_0": ("ResNet50 sub-network of a BootstrapNAS super-network", "SGD (Listing 1)", "-", "-", None),
+    "bootstrapNAS-B_1": ("ResNet50 sub-network of a BootstrapNAS super-network", "SGD (Listing 1)", "-", "-", None),
+    "deit_tiny_p16_224": ("DeiT tiny, patch 16, dim 192", "AdamW lr 5e-4", "cosine", "300", 256),
+    "dino_deit_tiny1": ("DINO DeiT tiny, seed 0", "AdamW lr 5e-4", "cosine", _PROBE, 256),
+    "dino_deit_tiny2": ("DINO DeiT tiny, seed 7", "AdamW lr 5e-4", "cosine", _PROBE, 256),
+    "dino_resnet1": ("DINO ResNet50, backbone seed 7, probe seed 5", "SGD lr 0.03 wd 1e-4", "-", _PROBE, 256),
+    "dino_resnet2": ("DINO ResNet50, backbone seed 7, probe seed 15", "SGD lr 0.03 wd 1e-4", "-", _PROBE, 256),
+}  # fmt: skip
+
+# ---- architecture classes and training approaches (Table 1's first two columns) --------------------------
+_ARCH_CLASS = {
+    "mlp": "MLP", "mixer": "MLP", "resmlp": "MLP", "small_cnn": "CNN", "squeezenet": "CNN", "resnet": "CNN",
+    "resnext": "CNN", "densenet": "CNN", "convnext": "CNN", "convmixer": "CNN", "mobilenetv3": "NAS",
+    "efficientnet": "NAS", "tf_efficientnet": "NAS", "mnasnet": "NAS", "semnasnet": "NAS", "vit": "ViT",
+    "deit": "ViT", "swin": "ViT", "swinv2": "ViT",
+}  # fmt: skip
+
+
+def arch_class(model_name: str) -> str:
+    """CNN / NAS / ViT / MLP of a registered or timm model name (``test_resnet``, ``resnet50.tv_in1k``)."""
+    base = model_name.split(".")[0].removeprefix("test_")
+    for key in sorted(_ARCH_CLASS, key=len, reverse=True):
+        if base.startswith(key) and base[len(key) : len(key) + 1] in ("", "_", *"0123456789"):
+            return _ARCH_CLASS[key]
+    return "other"
+
+
+def training_approach(member: Any) -> str:
+    """Superv. / Self-sup. / K. distill. of a zoo recipe (its method) or a timm model (its weights tag)."""
+    if isinstance(member, ed.Recipe):
+        kind = type(member.method).__name__
+        return {"Pretrain": "Self-sup." if getattr(member.method, "objective", "") == "simclr" else "Pre-trained",
+                "Distill": "K. distill."}.get(kind, "Superv.")  # fmt: skip
+    name = model_name(member)
+    if "dino" in name or "_ssl" in name or "swsl" in name:
+        return "Self-sup."
+    return "K. distill." if "distilled" in name or name.startswith("deit_") else "Superv."
+
+
+# ---- models ------------------------------------------------------------------------------------------------
+def chapter_models(cfg: Any, keys: Sequence[str] | None = None) -> list:
+    """The models of a page: zoo recipes named by their key without the category (smoke, cpu; also zoo
+    keys at paper), or pretrained timm models (paper: a name without ``/``), in the order given."""
+    out: list = []
+    for key in list(keys or cfg["zoo"]):
+        if "/" in key or cfg["scale"] != "paper":
+            out += [r.replace(name=k.split("/", 1)[-1]) for k, r in zoo_recipes(cfg["scale"], [key]).items()]
+        else:
+            out += ed.models.paper_models([key])
+    return out
+
+
+def model_name(member: Any) -> str:
+    return member.name if isinstance(member, ed.Recipe) else str(getattr(member, "ensdiv_name", type(member).__name__))
+
+
+def _module(member: Any) -> nn.Module:
+    return (ed.train_recipe(member) if isinstance(member, ed.Recipe) else member).eval()
+
+
+def _model_config(member: Any) -> Any:
+    if isinstance(member, ed.Recipe):
+        return model_cache_config(member)
+    return getattr(member, "ensdiv_cache_id", None) or {"module": type(member).__name__}
+
+
+def model_params(members: Sequence[Any]) -> list[int]:
+    """Parameter count of each model (a recipe's trained model is loaded from the cache)."""
+    return [ed.count_params(_module(m)) for m in members]
+
+
+# ---- evaluation sets ---------------------------------------------------------------------------------------
+def subset_index(n_total: int, n: int, seed: int) -> torch.Tensor:
+    """Sorted indices of a seeded subset of ``n`` of ``n_total`` samples (all when ``n`` is 0 or too large).
+
+    The first ``n`` entries of one seeded permutation: a smaller subset (the attribution images) lies
+    inside a larger one (the evaluation images) drawn with the same seed.
+    """
+    if not n or n >= n_total:
+        return torch.arange(n_total)
+    return torch.randperm(n_total, generator=torch.Generator().manual_seed(int(seed)))[:n].sort().values
+
+
+def _pil_224():
+    from torchvision.transforms import v2
+
+    return v2.Compose([v2.Resize(256, interpolation=v2.InterpolationMode.BILINEAR, antialias=True),
+                       v2.CenterCrop(224), v2.PILToTensor()])  # fmt: skip
+
+
+def _sub_root(name: str) -> Path:
+    root = data_home()
+    return root / name if (root / name).is_dir() else root
+
+
+@lru_cache(maxsize=1)
+def _paper_folder_set(key: str, n: int, seed: int, root: str) -> ed.TensorSet:
+    """ImageNet-V2 / -C̄ from local folders: a seeded subset of ``n`` images, resized and cropped to 224."""
+    if key == "v2":
+        ds = ed.load_paper_set("imagenet-v2", _sub_root("imagenet-v2"), transform=_pil_224())
+        name = "imagenet-v2"
+    else:
+        corruption, strength = _CBAR[key]
+        ds = ed.load_paper_set("imagenet-cbar", _sub_root("imagenet-cbar"), corruption=corruption,
+                               strength=strength, transform=_pil_224())  # fmt: skip
+        name = f"imagenet-cbar/{corruption}/{strength:.1f}"
+    idx = subset_index(len(ds), n, seed).tolist()
+    x = torch.stack([ds[i][0] for i in idx]).float().div_(255.0)
+    y = torch.tensor([int(ds.targets[i]) for i in idx], dtype=torch.long)
+    return ed.TensorSet(x, y, f"{name}[{n}@{seed}]", list(getattr(ds, "classes", [])) or [str(i) for i in range(1000)],
+                        f"{name}, {len(idx)} images drawn with seed {seed}")  # fmt: skip
+
+
+def eval_set(cfg: Any, key: str, n: int | None = None) -> tuple[ed.TensorSet, str, torch.Tensor | None]:
+    """The evaluation set ``key`` of a page: ``(data, name, index)``.
+
+    ``n`` images (default ``cfg.eval_images``; 0 = all) drawn with ``cfg.seed``. At cpu ``name`` is the
+    registered set and ``index`` the rows taken from it (so cached full-set predictions can be sliced);
+    at smoke and paper ``index`` is None and ``data`` is its own set.
+    """
+    if key not in SET_KEYS:
+        raise unknown_name("evaluation set", key, SET_KEYS)
+    n = cfg["eval_images"] if n is None else n
+    seed, scale = cfg["seed"], cfg["scale"]
+    if scale == "cpu":
+        full = ed.get_dataset(CPU_SETS[key])
+        idx = subset_index(len(full), n, seed)
+        return (full if len(idx) == len(full) else ed.TensorSet(full.x[idx], full.y[idx], f"{full.name}[{n}@{seed}]",
+                full.classes, full.description)), CPU_SETS[key], idx  # fmt: skip
+    if scale == "smoke":  # a few test images, shifted by the set's own transform (no whole set is built)
+        clean = ed.get_dataset("fmnist/test")
+        idx = subset_index(len(clean), n, seed)
+        x = clean.x[idx] if key == "clean" else ed.data.shift_images(CPU_SETS[key], clean.x[idx])
+        return ed.TensorSet(x, clean.y[idx], f"{CPU_SETS[key]}[smoke {n}@{seed}]", clean.classes), CPU_SETS[key], None
+    if key == "clean":
+        full = ed.get_dataset("imagenet/val-5k")
+        idx = subset_index(len(full), n, seed)
+        sub = full if len(idx) == len(full) else ed.TensorSet(full.x[idx], full.y[idx], f"{full.name}[{n}@{seed}]",
+                                                              full.classes)  # fmt: skip
+        return sub, full.name, None
+    data = _paper_folder_set(key, int(n), int(seed), str(data_home()))
+    return data, data.name, None
+
+
+def _set_key(data: ed.TensorSet, name: str, idx: torch.Tensor | None) -> str:
+    """The cache key of an evaluation set: a registered set's name (and the rows taken), else a content hash."""
+    if idx is None:
+        return f"{data.name}#{dataset_fingerprint(data)[:16]}"
+    if data.name == name:
+        return name
+    return f"{name}#rows-{hashlib.sha256(idx.numpy().astype(np.int64).tobytes()).hexdigest()[:16]}"
+
+
+def chapter_labels(cfg: Any, key: str, n: int | None = None) -> torch.Tensor:
+    """Labels of :func:`eval_set`, shape (N,)."""
+    return eval_set(cfg, key, n)[0].y
+
+
+def chapter_logits(cfg: Any, members: Sequence[Any], key: str, n: int | None = None) -> torch.Tensor:
+    """Logits (M, N, C) of every model on :func:`eval_set` ``key``, cached.
+
+    At cpu, a model whose predictions on the whole registered set are cached (the zoo caches the test
+    set) gets the rows of those; otherwise it runs on the subset (cached under the subset's key).
+    Pretrained paper models are cached under their weights' identity.
+    """
+    data, name, idx = eval_set(cfg, key, n)
+    out = []
+    for m in members:
+        if isinstance(m, ed.Recipe):
+            full = ed.cached_predictions(m, name) if idx is not None else None
+            out.append(full[idx] if full is not None else ed.predict(m, data))
+        else:
+            conf = {"version": 1, "model": _model_config(m), "set": _set_key(data, name, idx)}
+            out.append(ed.cached("dd-logits", conf, lambda m=m: {"logits": ed.predict(m, data)})["logits"])
+    return torch.stack(out)
+
+
+def chapter_attributions(cfg: Any, members: Sequence[Any], key: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Saliency maps (M, Na, C, H, W) of every model on ``cfg.attr_images`` images of set ``key``, and their labels.
+
+    captum Saliency with respect to the logit of the true label, absolute values when ``cfg.attr_abs``
+    (captum's and the paper's default). Computed once per (model, set, images) and cached in bfloat16.
+    """
+    data, name, idx = eval_set(cfg, key, cfg["attr_images"])
+    set_key = _set_key(data, name, idx)
+    maps = []
+    for m in members:
+        conf = {"version": ATTR_VERSION, "model": _model_config(m), "set": set_key, "method": "saliency",
+                "abs": bool(cfg["attr_abs"]), "target": "label"}  # fmt: skip
+
+        def compute(m=m) -> dict:
+            net = _module(m)
+            for p in net.parameters():
+                p.requires_grad_(False)  # gradients w.r.t. the input only
+            a = ed.metrics.attributions(net, data.x, data.y, method="saliency", abs=bool(cfg["attr_abs"]),
+                                        batch_size=cfg["attr_batch"])  # fmt: skip
+            return {"maps": a.to(torch.bfloat16)}
+
+        maps.append(ed.cached("dd-attributions", conf, compute)["maps"].float())
+    return torch.stack(maps), data.y
+
+
+# ---- tables and sweeps -------------------------------------------------------------------------------------
+def accuracy_table(logits: torch.Tensor, labels: torch.Tensor, ks: Sequence[int] = (1, 2, 5)) -> np.ndarray:
+    """Top-k accuracy in % of each model: an (M, len(ks)) array."""
+    return np.array([[100 * float(ed.metrics.topk_accuracy(z, labels, k=k)) for k in ks] for z in logits])
+
+
+def minmax(values: Any) -> np.ndarray:
+    """(v - min) / (max - min) over the ensembles: the paper's "normalized diversity metric" (our reading)."""
+    v = np.asarray(values, dtype=float)
+    span = np.nanmax(v) - np.nanmin(v)
+    return (v - np.nanmin(v)) / span if span > 0 else np.zeros_like(v)
+
+
+def diversity_sweep(logits: torch.Tensor, labels: torch.Tensor, attr: torch.Tensor, *, how: str, size: int = 3,
+                    params: Sequence[int] | None = None, names: Sequence[str] | None = None, seed: int = 0
+                    ) -> pd.DataFrame:  # fmt: skip
+    """Every ``size``-member ensemble: accuracy, improvement over the best member, disagreement (Eq. 4)
+    and attribution diversity (Eq. 7, raw and per-map L2-normalised), with min-max normalised copies.
+
+    ``attr`` may cover fewer images than ``logits`` (a subset): Eq. 7 is a mean over samples.
+    Accuracies and improvements are in %.
+    """
+    df = ed.metrics.ensemble_sweep(logits, labels, size=size, how=how, params=params, names=names, seed=seed)
+    combos = torch.tensor(df["members"].tolist())
+    gram = ed.metrics.attribution_gram(attr)
+    gram_l2 = ed.metrics.attribution_gram(ed.metrics.normalize_attributions(attr))
+    df["attribution_diversity"] = ed.metrics.ensemble_attribution_diversity(gram, combos, gram=True).numpy()
+    df["attribution_diversity_l2"] = ed.metrics.ensemble_attribution_diversity(gram_l2, combos, gram=True).numpy()
+    for col in ("accuracy", "best_member_accuracy", "mean_member_accuracy", "improvement"):
+        df[col] = 100 * df[col]
+    for col in ("attribution_diversity", "attribution_diversity_l2", "oracle_disagreement", "mean_member_accuracy"):
+        df[col + " (norm.)"] = minmax(df[col])
+    return df
+
+
+def adjusted_r2(y: Any, groups: Any = None, x: Any = None) -> float:
+    """Adjusted R² of ``y`` explained by a categorical ``groups`` (one-way ANOVA) or a numeric ``x`` (OLS)."""
+    import statsmodels.api as sm
+
+    y = np.asarray(y, dtype=float)
+    if groups is not None:
+        design = pd.get_dummies(pd.Series(list(groups)), drop_first=True, dtype=float).to_numpy()
+    else:
+        design = np.asarray(x, dtype=float)[:, None]
+    fit = sm.OLS(y, sm.add_constant(design, has_constant="add")).fit()
+    return float(fit.rsquared_adj)
+
+
+def recipe_settings(member: Any) -> dict:
+    """A zoo recipe's training settings in the columns of the paper's Table i."""
+    r = member
+    arch = r.model.name + (f" {r.model.kwargs}" if getattr(r.model, "kwargs", None) else "")
+    if r.model.dropout:
+        arch += f", dropout {r.model.dropout}"
+    o = r.optim
+    opt = f"{o.optimizer} lr {o.lr:g} wd {o.weight_decay:g}"
+    method = type(r.method).__name__
+    epochs = f"{o.epochs}"
+    if method == "Pretrain":
+        epochs = f"{r.method.epochs} ({r.method.objective}) + {o.epochs} probe"
+    return {"architecture": arch, "optimizer": opt, "scheduler": o.schedule, "epochs": epochs,
+            "batch": o.batch_size, "method": method}
+
+
+# ---- presets ------------------------------------------------------------------------------------------------
+_SMOKE_ZOO = ["arch/small_cnn", "arch/mlp", "arch/resnet", "arch/vit", "arch/squeezenet"]
+#: paper scale, Fig. 5-7 and Table i: 14 pretrained timm models standing for Table i's (our choice: timm has
+#: no weights of the paper's own trainings; SqueezeNet and DINO-DeiT-tiny have none in timm at all).
+PAPER_ZOO = [
+    "resnext50_32x4d.a1h_in1k", "resnext50_32x4d.ra_in1k", "resnext50_32x4d.gluon_in1k",  # ResNext50_*
+    "mnasnet_100.rmsp_in1k", "semnasnet_100.rmsp_in1k",  # MNASNET_1, MNASNET_1p
+    "mnasnet_small.lamb_in1k", "semnasnet_075.rmsp_in1k",  # for the two SqueezeNets (small nets)
+    "resnet50.a1_in1k", "resnet50.tv_in1k",  # for bootstrapNAS-B_0/1 (ResNet50s)
+    "deit_tiny_patch16_224.fb_in1k", "deit_tiny_distilled_patch16_224.fb_in1k",  # DeiT tiny
+    "resmlp_12_224.fb_dino",  # a DINO-trained model with a classifier (for dino_deit_tiny*)
+    "resnext50_32x4d.fb_ssl_yfcc100m_ft_in1k", "resnext50_32x4d.fb_swsl_ig1b_ft_in1k",  # for dino_resnet1/2
+]  # fmt: skip
+#: paper scale, Table 1: the paper's models by their timm names (DINO ViT-B/8 and DINO ResNet50 have no
+#: classifier in timm and are left out; EfficientNet-B7 is the TF port).
+PAPER_TABLE1_ZOO = [
+    "resnet50.tv_in1k", "resnext50_32x4d.tv_in1k", "resnet152.tv_in1k", "tf_efficientnet_b7.ra_in1k",
+    "resnext101_64x4d.tv_in1k", "swin_tiny_patch4_window7_224.ms_in1k", "swin_base_patch4_window7_224.ms_in1k",
+    "vit_base_patch16_224.augreg_in1k", "deit_base_patch16_224.fb_in1k", "swinv2_base_window8_256.ms_in1k",
+]  # fmt: skip
+_COMMON = {"seed": 0, "eval_images": 0, "attr_images": 0, "attr_abs": True, "attr_batch": 250, "ensemble_size": 3,
+           "ci": 0.90}  # fmt: skip
+
+PRESETS: dict = {
+    "design-diversity/tab01_architecture_resiliency": {
+        "common": _COMMON,
+        "smoke": {"zoo": ["arch/small_cnn", "arch/mlp", "arch/resnet", "arch/vit", "framework/resnet-simclr"],
+                  "eval_images": 200},
+        # cpu: every architecture of the zoo + its self-supervised and distilled models; Lines on 5,000 images
+        "cpu": {"zoo": ["arch/*", "framework/resnet-simclr", "framework/deit-distill-hard", "dd/dino_deit_tiny1"],
+                "eval_images": 5000},
+        "paper": {"zoo": PAPER_TABLE1_ZOO, "eval_images": 5000},
+    },
+    "design-diversity/fig04_baseline_corruptions": {
+        "common": {**_COMMON, "baseline": "arch/resnet"},
+        "smoke": {"eval_images": 200},
+        "cpu": {"eval_images": 0},
+        "paper": {"baseline": "resnet50.tv_in1k", "eval_images": 5000},
+    },
+    "design-diversity/fig05_06_ensemble_diversity": {
+        "common": _COMMON,
+        "smoke": {"zoo": _SMOKE_ZOO, "eval_images": 200, "attr_images": 64},
+        # cpu: the 14 dd/* models; accuracy on the whole test set (cached by the zoo), saliency on 1,000 images
+        "cpu": {"zoo": ["dd/*"], "eval_images": 0, "attr_images": 1000},
+        "paper": {"zoo": PAPER_ZOO, "eval_images": 5000, "attr_images": 250, "attr_batch": 25},
+    },
+    "design-diversity/fig07_trend_lines": {
+        "common": {**_COMMON, "sets": ["v2", "plasma", "checkerboard", "waterdrop", "lines"]},
+        "smoke": {"zoo": _SMOKE_ZOO, "eval_images": 200, "attr_images": 64},
+        "cpu": {"zoo": ["dd/*"], "eval_images": 5000, "attr_images": 1000},
+        "paper": {"zoo": PAPER_ZOO, "eval_images": 5000, "attr_images": 250, "attr_batch": 25},
+    },
+    "design-diversity/tabA_zoo_training": {
+        "common": _COMMON,
+        "smoke": {"zoo": _SMOKE_ZOO},
+        "cpu": {"zoo": ["dd/*"]},
+        "paper": {"zoo": PAPER_ZOO, "eval_images": 5000},
+    },
+}
+
+
+def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):
+    """The resolved preset ``design-diversity/<stem>`` at ``scale`` (see :func:`ensdiv.config.resolve_preset`)."""
+    return chapter_preset(SLUG, PRESETS, stem, scale, verbose=verbose, **overrides)

@@ -1,0 +1,220 @@
+"""design-diversity, first half: top-k accuracy, the vectorised Eq. 7 over many ensembles, the seeded vote
+tie-break of the sweep, and the chapter's sets, cache and presets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torchmetrics.functional.classification import multiclass_accuracy
+
+import ensdiv as ed
+from ensdiv.chapters import design_diversity as ch
+from ensdiv.errors import InvalidInputError
+from ensdiv.metrics import (
+    attribution_diversity,
+    attribution_gram,
+    combination_index,
+    ensemble_attribution_diversity,
+    ensemble_sweep,
+    normalize_attributions,
+    topk_accuracy,
+)
+
+
+# ---- top-k accuracy ---------------------------------------------------------------------------------------
+def test_topk_hand_case():
+    s = torch.tensor([[0.1, 0.5, 0.4, 0.0], [0.7, 0.2, 0.1, 0.0], [0.2, 0.3, 0.4, 0.1], [0.0, 0.1, 0.2, 0.7]])
+    y = torch.tensor([2, 0, 3, 0])  # label ranks 1, 0, 3, 3
+    assert [float(topk_accuracy(s, y, k=k)) for k in (1, 2, 3, 4, 9)] == [0.25, 0.5, 0.5, 1.0, 1.0]
+
+
+def test_topk_ties_count_for_the_label():
+    s = torch.tensor([[1.0, 1.0, 0.0], [0.0, 2.0, 2.0]])
+    assert float(topk_accuracy(s, torch.tensor([1, 2]), k=1)) == 1.0  # argmax would pick class 0 / class 1
+    assert float(topk_accuracy(s, torch.tensor([2, 0]), k=2)) == 0.0
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_topk_matches_torchmetrics(k):
+    g = torch.Generator().manual_seed(k)
+    s, y = torch.randn(500, 10, generator=g), torch.randint(0, 10, (500,), generator=g)
+    ref = multiclass_accuracy(s, y, num_classes=10, top_k=k, average="micro")
+    assert float(topk_accuracy(s, y, k=k)) == pytest.approx(float(ref), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("scores", "labels", "k", "match"),
+    [
+        (torch.zeros(3, 4), torch.zeros(3, dtype=torch.long), 0, "positive int"),
+        (torch.zeros(3, 4), torch.zeros(3, dtype=torch.long), 1.5, "positive int"),
+        (torch.zeros(3, 4), torch.zeros(3, dtype=torch.long), True, "positive int"),
+        (torch.zeros(3), torch.zeros(3, dtype=torch.long), 1, "shaped"),
+        (torch.zeros(3, 4, dtype=torch.long), torch.zeros(3, dtype=torch.long), 1, "floating"),
+        (torch.zeros(0, 4), torch.zeros(0, dtype=torch.long), 1, "at least one sample"),
+        (torch.zeros(3, 4), torch.tensor([0, 1, 4]), 1, "class indices"),
+        (torch.zeros(3, 4), torch.zeros(2, dtype=torch.long), 1, r"\(3,\)"),
+        (torch.full((3, 4), float("nan")), torch.zeros(3, dtype=torch.long), 1, "NaN"),
+    ],
+)
+def test_topk_bad_inputs(scores, labels, k, match):
+    with pytest.raises(InvalidInputError, match=match):
+        topk_accuracy(scores, labels, k=k)
+
+
+# ---- Eq. 7 over many ensembles ------------------------------------------------------------------------------
+def _maps(m=6, n=7, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    scale = torch.logspace(-2, 1, m)[:, None, None, None, None]  # members with very different magnitudes
+    return torch.rand(m, n, 1, 4, 5, generator=g) * scale
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_ensemble_attribution_diversity_matches_naive_loop(size):
+    a = _maps()
+    combos = combination_index(a.shape[0], size)
+    naive = torch.stack([attribution_diversity(a[list(c)].double()) for c in combos.tolist()])
+    fast = ensemble_attribution_diversity(a, combos)
+    torch.testing.assert_close(fast, naive, rtol=1e-9, atol=1e-12)
+    gram = attribution_gram(a, chunk=3)  # chunked accumulation gives the same Gram
+    torch.testing.assert_close(ensemble_attribution_diversity(gram, combos, gram=True), naive, rtol=1e-9, atol=1e-12)
+
+
+def test_sweep_attribution_column_matches_naive_loop():
+    a = _maps(m=5, n=9)
+    g = torch.Generator().manual_seed(1)
+    logits, labels = torch.randn(5, 9, 3, generator=g), torch.randint(0, 3, (9,), generator=g)
+    df = ensemble_sweep(logits, labels, size=3, attributions=a)
+    naive = [float(attribution_diversity(a[list(c)].double())) for c in df["members"]]
+    np.testing.assert_allclose(df["attribution_diversity"], naive, rtol=1e-9)
+
+
+def test_normalised_maps_give_one_minus_mean_cosine():
+    a = _maps(m=3, n=4)
+    unit = normalize_attributions(a)
+    norms = unit.reshape(3, 4, -1).norm(dim=-1)
+    torch.testing.assert_close(norms, torch.ones(3, 4))
+    flat = a.reshape(3, 4, -1)
+    cos = torch.nn.functional.cosine_similarity(flat[:, None], flat[None, :], dim=-1)  # (3, 3, N)
+    expected = (1 - cos.mean((0, 1))).mean()  # (1/k) Σ_i 1 - (1/k²) Σ_ij cos_ij, averaged over samples
+    got = ensemble_attribution_diversity(unit, torch.tensor([[0, 1, 2]]))[0]
+    assert float(got) == pytest.approx(float(expected), rel=1e-5)
+    assert float(normalize_attributions(torch.zeros(1, 1, 3)).abs().sum()) == 0.0  # an all-zero map stays zero
+    torch.testing.assert_close(normalize_attributions(torch.tensor([[[1.0, -3.0]]]), norm="l1"),
+                               torch.tensor([[[0.25, -0.75]]]))
+    torch.testing.assert_close(normalize_attributions(torch.tensor([[[1.0, -4.0]]]), norm="max"),
+                               torch.tensor([[[0.25, -1.0]]]))
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: normalize_attributions(torch.zeros(2, 3)), "members first"),
+        (lambda: normalize_attributions(torch.zeros(2, 3, 4), norm="l3"), "norm must be"),
+        (lambda: normalize_attributions(torch.zeros(2, 3, 4, dtype=torch.long)), "floating"),
+        (lambda: attribution_gram(torch.zeros(2, 0, 4)), "at least one sample"),
+        (lambda: ensemble_attribution_diversity(torch.zeros(2, 3, 4), torch.tensor([[0, 2]])), "0..1"),
+        (lambda: ensemble_attribution_diversity(torch.zeros(2, 3, 4), torch.tensor([[-1, 0]])), "0..1"),
+        (lambda: ensemble_attribution_diversity(torch.zeros(2, 3, 4), torch.tensor([0, 1])), r"\(K, k\)"),
+        (lambda: ensemble_attribution_diversity(torch.zeros(2, 3, 4), torch.tensor([[0.0, 1.0]])), r"\(K, k\)"),
+        (lambda: ensemble_attribution_diversity(torch.zeros(2, 3), torch.tensor([[0, 1]]), gram=True), "square"),
+    ],
+)
+def test_attribution_sweep_bad_inputs(call, match):
+    with pytest.raises(InvalidInputError, match=match):
+        call()
+
+
+# ---- majority vote with a seeded random tie-break --------------------------------------------------------
+def _three_way_ties(n=600, m=4, c=3):
+    """Members' logits whose predictions make every 3-member ensemble of members 0-2 tie 1-1-1."""
+    preds = torch.stack([torch.zeros(n), torch.ones(n), torch.full((n,), 2.0), torch.zeros(n)]).long()[:m]
+    return torch.nn.functional.one_hot(preds, c).float() * 5, torch.zeros(n, dtype=torch.long)
+
+
+def test_vote_tie_break_is_deterministic_under_a_seed():
+    logits, labels = _three_way_ties()
+    a = ensemble_sweep(logits, labels, size=3, how="vote", seed=3)
+    b = ensemble_sweep(logits, labels, size=3, how="vote", seed=3)
+    c = ensemble_sweep(logits, labels, size=3, how="vote", seed=4)
+    assert a["accuracy"].tolist() == b["accuracy"].tolist()
+    assert a["accuracy"].tolist() != c["accuracy"].tolist()
+
+
+def test_vote_tie_break_matches_naive_loop_and_is_uniform():
+    logits, labels = _three_way_ties()
+    n, c = labels.shape[0], logits.shape[-1]
+    df = ensemble_sweep(logits, labels, size=3, how="vote", seed=11)
+    jitter = 0.5 * torch.rand(n, c, generator=torch.Generator().manual_seed(11))  # the documented rule
+    for members, acc in zip(df["members"], df["accuracy"], strict=True):
+        votes = torch.nn.functional.one_hot(logits[list(members)].argmax(-1), c).sum(0).double()
+        naive = float(((votes + jitter).argmax(-1) == labels).double().mean())
+        assert acc == pytest.approx(naive)
+    tied = df.loc[df["members"] == (0, 1, 2), "accuracy"].item()  # each class wins a third of the ties
+    assert abs(tied - 1 / 3) < 4 * (2 / 9 / n) ** 0.5
+    majority = df.loc[df["members"] == (0, 1, 3), "accuracy"].item()  # two votes for class 0: no tie, no chance
+    assert majority == 1.0
+
+
+# ---- the chapter ----------------------------------------------------------------------------------------------
+def test_minmax_and_subset_index():
+    np.testing.assert_allclose(ch.minmax([2.0, 4.0, 3.0]), [0.0, 1.0, 0.5])
+    np.testing.assert_allclose(ch.minmax([1.0, 1.0]), [0.0, 0.0])
+    small, big = ch.subset_index(100, 10, 3), ch.subset_index(100, 40, 3)
+    assert set(small.tolist()) <= set(big.tolist()) and len(small) == 10  # attribution images inside eval images
+    assert torch.equal(ch.subset_index(5, 0, 0), torch.arange(5)) and torch.equal(ch.subset_index(5, 9, 0),
+                                                                                     torch.arange(5))
+
+
+def test_adjusted_r2_against_statsmodels_free_hand_case():
+    y = np.array([1.0, 2.0, 3.0, 4.0])
+    assert ch.adjusted_r2(y, x=[1.0, 2.0, 3.0, 4.0]) == pytest.approx(1.0)
+    # two groups with means 1.5 and 3.5: R² = 4 / 5, adjusted 1 - (1 - 0.8) * 3 / 2 = 0.7
+    assert ch.adjusted_r2(y, groups=["a", "a", "b", "b"]) == pytest.approx(0.7)
+
+
+def test_arch_class_and_training_approach():
+    assert [ch.arch_class(n) for n in ("test_resnet", "resnext50_32x4d.a1h_in1k", "tf_efficientnet_b7.ra_in1k",
+                                       "swinv2_base_window8_256.ms_in1k", "mixer", "deit")] == \
+        ["CNN", "CNN", "NAS", "ViT", "MLP", "ViT"]
+    zoo = ch.zoo_recipes("cpu", ["dd/dino_resnet1", "dd/MNASNET_1", "framework/deit-distill-hard"])
+    assert [ch.training_approach(r) for r in zoo.values()] == ["Self-sup.", "Superv.", "K. distill."]
+
+
+def test_presets_cover_every_scale_and_the_cpu_zoo_has_14_models():
+    for stem in ch.PRESETS:
+        for scale in ed.SCALES:
+            cfg = ch.preset(stem, scale, verbose=False)
+            assert cfg.scale == scale
+    cfg = ch.preset("fig05_06_ensemble_diversity", "cpu", verbose=False)
+    assert len(ch.zoo_recipes("cpu", cfg.zoo)) == 14 and len(combination_index(14, 3)) == 364
+    assert len(ch.preset("fig05_06_ensemble_diversity", "paper", verbose=False).zoo) == 14
+
+
+def test_smoke_sets_are_shifted_copies_of_the_same_test_images():
+    cfg = ch.preset("fig07_trend_lines", "smoke", verbose=False, eval_images=12)
+    clean, _, _ = ch.eval_set(cfg, "clean")
+    lines, name, idx = ch.eval_set(cfg, "lines")
+    assert idx is None and name == "fmnist-cbar/lines/1.6" and torch.equal(clean.y, lines.y)
+    assert lines.x.shape == clean.x.shape and not torch.equal(lines.x, clean.x)
+    with pytest.raises(ed.UnknownNameError):
+        ch.eval_set(cfg, "fog")
+
+
+def test_chapter_attributions_are_cached_and_target_the_label(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    nets = [torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10)).eval() for _ in range(2)]
+    for i, net in enumerate(nets):
+        net.ensdiv_name, net.ensdiv_cache_id = f"lin{i}", {"test": i}
+    cfg = ch.preset("fig05_06_ensemble_diversity", "smoke", verbose=False, attr_images=5)
+    maps, labels = ch.chapter_attributions(cfg, nets, "clean")
+    assert maps.shape == (2, 5, 1, 28, 28) and labels.shape == (5,)
+    w = nets[0][1].weight.detach()
+    expected = w[labels].abs().reshape(5, 1, 28, 28)  # |d logit_y / dx| of a linear model is |w_y|
+    torch.testing.assert_close(maps[0], expected.to(torch.bfloat16).float())
+    with torch.no_grad():
+        nets[0][1].weight.zero_()  # a changed model under the same cache id: the cache answers
+    again, _ = ch.chapter_attributions(cfg, nets, "clean")
+    torch.testing.assert_close(again, maps)
+    assert len(list((tmp_path / "cache" / "dd-attributions").rglob("*.pt"))) == 2
