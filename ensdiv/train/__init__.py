@@ -5,6 +5,7 @@
 train; :func:`train_recipe` trains it once and caches it; :func:`fit` is the loop itself.
 """
 
+from ensdiv.train import probe  # noqa: F401 - ed.train.probe: linear probes on frozen features
 from ensdiv.train.augment import BatchAugment
 from ensdiv.train.build import build_model, load_training_set, model_cache_config, train_recipe
 from ensdiv.train.engine import derive_seed, lr_factor, make_fabric, make_optimizer, seed_everything

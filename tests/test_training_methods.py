@@ -1,0 +1,194 @@
+"""The training-methods chapter: band and category bookkeeping, temperatures, greedy selection, the paper folder."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import ensdiv as ed
+from ensdiv.chapters import training_methods as ch
+from ensdiv.errors import DataNotFoundError, InvalidInputError
+
+CAT = {"base": "base", "r1": "reinit", "r2": "reinit", "h1": "hparam", "h2": "hparam", "a1": "arch",
+       "a2": "arch", "f1": "framework", "d1": "dataset", "d2": "dataset", "lo": "dataset"}
+ACC = {"base": 0.80, "r1": 0.81, "r2": 0.79, "h1": 0.78, "h2": 0.83, "a1": 0.80, "a2": 0.84, "f1": 0.77,
+       "d1": 0.78, "d2": 0.82, "lo": 0.60}
+
+
+def test_band_and_categories():
+    with pytest.warns(ch.PopulationWarning) as rec:
+        pop = ch.analysis_population(ACC, CAT, base="base", band=(-3, 3))
+    messages = [str(w.message) for w in rec]
+    # outside [77, 83] %: a2 (84) and lo (60), each named
+    assert set(pop.excluded) == {"a2", "lo"}
+    assert any(m.startswith("a2 (Arch, validation accuracy 84.00 %) is outside") for m in messages)
+    assert any("lo (Dataset" in m for m in messages)
+    # arch and framework are left with one model each: one sentence naming each category
+    assert any(m.startswith("Category Arch has 1 model(s) in the band (a1)") for m in messages)
+    assert any(m.startswith("Category Framework has 1 model(s)") for m in messages)
+    assert pop.members == ["r1", "r2", "h1", "h2", "a1", "f1", "d1", "d2"]  # category order, base excluded
+    assert pop.band == pytest.approx((0.77, 0.83))
+    assert pop.by_category()["dataset"] == ["d1", "d2"]
+
+
+def test_absolute_band_requested_models_and_bad_input():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ch.PopulationWarning)
+        pop = ch.analysis_population(ACC, CAT, base="base", band=(78, 82), relative=False, requested=["r1", "a2"])
+    assert pop.members == ["r1"] and list(pop.excluded) == ["a2"]
+    with pytest.raises(InvalidInputError, match="No outputs"):
+        ch.analysis_population(ACC, CAT, base="base", band=(-1, 1), requested=["nope"])
+    with pytest.raises(InvalidInputError, match="base model"):
+        ch.analysis_population(ACC, CAT, base="missing", band=(-1, 1))
+    with pytest.raises(InvalidInputError, match="low <= high"):
+        ch.analysis_population(ACC, CAT, base="base", band=(2, -2))
+    with pytest.raises(InvalidInputError, match="Unknown categories"):
+        ch.analysis_population(ACC, {**CAT, "r1": "other"}, base="base", band=(-50, 50))
+
+
+def _logits(m=4, n=300, c=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, c, (n,), generator=g)
+    z = torch.randn(m, n, c, generator=g) * 3
+    z[torch.arange(m)[:, None], torch.arange(n), y] += torch.linspace(0.5, 3, m)[:, None]
+    return z, y
+
+
+def test_temperatures_do_not_increase_validation_nll_and_refuse_test():
+    z, y = _logits()
+    t = ch.fit_temperatures(z, y, split="val")
+    for i in range(len(z)):
+        before = torch.nn.functional.cross_entropy(z[i], y)
+        after = torch.nn.functional.cross_entropy(z[i] / t[i], y)
+        assert float(after) <= float(before) + 1e-9
+    for split in ("test", "fmnist/test", "imagenet/val-5k"):
+        with pytest.raises(InvalidInputError, match="Refusing to fit temperatures on the test split"):
+            ch.fit_temperatures(z, y, split=split)
+
+
+def _naive_greedy(z, y, start, cand, max_size):
+    def acc(idx):
+        p = torch.softmax(z[idx], -1).mean(0)
+        return float((p.argmax(-1) == y).double().mean())
+
+    chosen, best = [start], acc([start])
+    while len(chosen) < max_size:
+        scores = {i: acc(chosen + [i]) for i in cand if i not in chosen}
+        if not scores:
+            break
+        i = max(scores, key=lambda k: (scores[k], -k))
+        if scores[i] <= best:
+            break
+        chosen.append(i)
+        best = scores[i]
+    return chosen
+
+
+def test_greedy_with_low_matches_a_naive_loop():
+    z, y = _logits(m=6, n=400, seed=1)
+    zt, yt = _logits(m=6, n=400, seed=2)
+    keys = ["h", "a", "b", "c", "d", "e"]
+    out = ch.Outputs(keys, {k: "arch" for k in keys}, {"val": y, "test": yt}, {"val": z, "test": zt})
+    temps = ch.fit_temperatures(z, y, split="val")
+    res = ch.greedy_with_low(out, temps, ["h"], ["a", "b", "c", "d", "e"], max_size=4)
+    expected = _naive_greedy(z / temps[:, None, None], y, 0, [1, 2, 3, 4, 5], 4)
+    assert res.loc["h", "added"] == [keys[i] for i in expected[1:]]
+    p = torch.softmax(zt[expected] / temps[expected][:, None, None], -1).mean(0)
+    assert res.loc["h", "ensemble_test_acc"] == pytest.approx(float((p.argmax(-1) == yt).double().mean()))
+
+
+def test_high_low_lists():
+    high, low = ch.high_low_lists(ACC, n_high=2, low_gap=1.0)
+    assert high == ["a2", "h2"] and "d2" not in low and "lo" in low and "base" in low
+    with pytest.raises(InvalidInputError, match="lower low_gap"):
+        ch.high_low_lists({"a": 0.8, "b": 0.795}, n_high=1, low_gap=1.0)
+
+
+def test_model_table_pair_counts_and_paper_table():
+    z, y = _logits(m=3, n=200)
+    out = ch.Outputs(["base", "r1", "d1"], {"base": "base", "r1": "reinit", "d1": "dataset"},
+                     {"val": y, "test": y}, {"val": z, "test": z})
+    temps = ch.fit_temperatures(z, y, split="val")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ch.PopulationWarning)
+        pop = ch.analysis_population({"base": 0.5, "r1": 0.5, "d1": 0.5}, out.category, base="base", band=(-50, 50))
+    t = ch.model_table(out, temps, pop)
+    preds = z.argmax(-1)
+    right = preds == y
+    assert t.loc["d1", "n11"] == pytest.approx(float((right[0] & right[2]).double().mean()))
+    assert t.loc["d1", "error_inconsistency"] == pytest.approx(float((right[0] != right[2]).double().mean()))
+    assert (t[["n11", "n10", "n01", "n00"]].sum(axis=1) - 1).abs().max() < 1e-12
+    paper = ch.paper_model_table()
+    assert len(ch.PAPER_TABLE1) == 50 and len(ch.PAPER_TABLE2) == 7 and len(ch.PAPER_TABLE3) == 2
+    row = paper[paper.model == "CLIP-S"].iloc[0]
+    assert row["n11"] == pytest.approx((0.765 + 0.7567 - 0.1687) / 2)
+    assert ch.category_means(paper, "error_inconsistency").loc["Reinit", "mean"] == pytest.approx(0.085)
+    assert ch.category_trend(paper, "error_inconsistency")["rho"] > 0.8
+
+
+def _fake_folder(root, *, n=12, c=4, shuffle_ids_of=None, short_of=None):
+    rng = np.random.default_rng(0)
+    models = pd.DataFrame({"name": ["rn50", "effb0", "clip"], "category": ["reinit", "arch", "dataset"],
+                           "role": ["base", "main", "high"]})
+    models.to_csv(root / "models.csv", index=False)
+    ids = [f"img{i}.JPEG" for i in range(n)]
+    for split in ("val", "test", "train"):
+        np.save(root / f"labels_{split}.npy", rng.integers(0, c, n))
+        (root / f"ids_{split}.txt").write_text("\n".join(ids))
+        for m in models.name:
+            (root / m).mkdir(exist_ok=True)
+            k = n - 1 if (m == short_of and split == "test") else n
+            np.save(root / m / f"logits_{split}.npy", rng.normal(size=(k, c)).astype(np.float32))
+            np.save(root / m / f"features_{split}.npy", rng.normal(size=(n, 6)).astype(np.float32))
+            if m == shuffle_ids_of:
+                (root / m / f"ids_{split}.txt").write_text("\n".join(ids[::-1]))
+
+
+def test_paper_folder_reads_fake_arrays(tmp_path):
+    _fake_folder(tmp_path)
+    cfg = ch.preset("fig06_feature_overlap", "paper", verbose=False, data_root=str(tmp_path))
+    out = ch.load_outputs(cfg)
+    assert out.keys == ["rn50", "effb0", "clip"] and out.logits["test"].shape == (3, 12, 4)
+    assert out.category["rn50"] == "base" and out.roles["clip"] == "high"
+    feats, y = ch.probe_features(cfg, out, ["rn50", "clip"], "train")
+    assert feats["clip"].shape == (12, 6) and torch.allclose(feats["clip"].norm(dim=1), torch.ones(12))
+    assert ch.fig05_lists(cfg, out) == (["clip"], ["rn50", "effb0"])
+
+
+def test_paper_folder_refuses_mismatched_lengths_and_order(tmp_path):
+    (tmp_path / "a").mkdir()
+    _fake_folder(tmp_path / "a", short_of="effb0")
+    with pytest.raises(InvalidInputError, match="'effb0' hold 11 samples but 12"):
+        ch.load_paper_outputs(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    _fake_folder(tmp_path / "b", shuffle_ids_of="clip")
+    with pytest.raises(InvalidInputError, match="same samples in another order"):
+        ch.load_paper_outputs(tmp_path / "b")
+    cfg = ch.preset("fig01_error_inconsistency", "paper", verbose=False, data_root=str(tmp_path / "none"))
+    with pytest.raises(DataNotFoundError, match="models.csv"):
+        ch.load_outputs(cfg)
+
+
+def test_check_aligned_features():
+    ch.check_aligned({"a": torch.zeros(3, 2), "b": torch.zeros(3, 5)})
+    with pytest.raises(InvalidInputError, match="hold 2 samples but 3"):
+        ch.check_aligned({"a": torch.zeros(3, 2), "b": torch.zeros(2, 2)})
+    with pytest.raises(InvalidInputError, match="other samples"):
+        ch.check_aligned({"a": torch.zeros(2, 1), "b": torch.zeros(2, 1)}, ids={"a": ["x", "y"], "b": ["x", "z"]})
+
+
+def test_presets_and_glyph_recipe():
+    for stem in ("fig01_error_inconsistency", "fig05_greedy_low_accuracy", "fig06_feature_overlap", "tabA_model_table"):
+        for scale in ed.SCALES:
+            cfg = ch.preset(stem, scale, verbose=False)
+            assert cfg.band_relative == (scale != "paper")
+    assert ch.preset("tabA_model_table", "paper", verbose=False).band == [74.0, 78.0]
+    recipes = ch.chapter_recipes("cpu")
+    assert next(iter(recipes)) == ch.BASE
+    glyph = recipes["dataset/resnet-glyphs"]
+    assert glyph.method.dataset == "pretrain/glyphs" and glyph.model == recipes[ch.BASE].model
+    assert {k.split("/")[0] for k in recipes} == {"arch", "reinit", "hparam", "framework", "dataset"}
