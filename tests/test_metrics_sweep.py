@@ -136,3 +136,17 @@ def test_sweep_accepts_bf16_and_fast_path():
     fast = ensemble_sweep(z, y, size=2, validate_args=False)
     assert fast.equals(ensemble_sweep(z, y, size=2))
     assert math.isnan(ensemble_sweep(z, y, size=1)["disagreement"].iloc[0])
+
+
+@pytest.mark.parametrize("m", [6, 30])  # 30 members take the gather path, 6 the matrix-product path
+def test_vote_ties_are_broken_at_random_on_both_paths(m):
+    """Half the members always say class 0 (the label), half class 1: every mixed pair is a tie, which a
+    random tie-break wins about half the time (class order would win it every time)."""
+    n = 2000
+    logits = torch.zeros(m, n, 2)
+    logits[: m // 2, :, 0] = 1.0
+    logits[m // 2 :, :, 1] = 1.0
+    labels = torch.zeros(n, dtype=torch.long)
+    df = ensemble_sweep(logits, labels, size=2, how="vote", seed=0)
+    mixed = df[[(a < m // 2) != (b < m // 2) for a, b in df["members"]]]
+    assert 0.45 < mixed["accuracy"].mean() < 0.55

@@ -118,8 +118,8 @@ def _ensemble_correct(
             sel = torch.zeros(idx.shape[0], m, dtype=flat.dtype)
             sel.scatter_add_(1, idx, torch.ones(idx.shape, dtype=flat.dtype))
             score = (sel @ flat).reshape(-1, *x.shape[1:])
-            if how == "vote":
-                score = score + jitter
+        if how == "vote":  # both branches: ties broken by the seeded priorities, never by class order
+            score = score + jitter
         out[lo : lo + step] = _correct_cn(score, labels) if cn else score.max(-1).indices == labels
     return out
 
