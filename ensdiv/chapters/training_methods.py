@@ -12,8 +12,8 @@ absolute 74-78 % at paper scale); a model outside it is excluded with a :class:`
 naming it. Every model is temperature-scaled on the validation split (:func:`fit_temperatures` refuses
 the test split) and ensembles average calibrated probabilities. The test split is used for reporting only.
 
-Recipes this module adds on top of the zoo (``dataset/resnet-glyphs``) belong in
-:mod:`ensdiv.chapters.zoo`; they are defined here from the zoo's base recipe until they move.
+The glyph model (``dataset/resnet-glyphs``), like every model of the analysis, is a recipe of the
+shared zoo (:mod:`ensdiv.chapters.zoo`).
 """
 
 from __future__ import annotations
@@ -168,17 +168,14 @@ PAPER_LAYOUT = """<data_root>/                      (preset data_root, default $
 
 # ---- models and their outputs ---------------------------------------------------------------------------
 def chapter_recipes(scale: str, keys: Sequence[str] | None = None) -> dict[str, ed.Recipe]:
-    """The zoo's recipes of the five categories at ``scale``, base first, plus this chapter's glyph model.
+    """The zoo's recipes of the five categories at ``scale``, base first.
 
-    ``dataset/resnet-glyphs``: the zoo's base ResNet recipe, its backbone pre-trained (supervised, 62
-    classes) on ``pretrain/glyphs`` for 2x the base's epochs at lr 0.1, then a linear probe on the
-    base's Fashion-MNIST subset (as the zoo's ``dataset/resnet-shapes``). It should move into the zoo.
+    The zoo's ``dataset/resnet-glyphs`` is this chapter's real different-source model: the base ResNet
+    recipe, its backbone pre-trained (supervised, 62 classes) on ``pretrain/glyphs`` for 2x the base's
+    epochs at lr 0.1, then a linear probe on the base's Fashion-MNIST subset (as ``dataset/resnet-shapes``).
     """
     zoo = {k: v for k, v in zoo_recipes(scale).items() if category_of(k) in CATEGORIES}
     res = zoo[BASE]
-    zoo["dataset/resnet-glyphs"] = res.replace(
-        method=ed.Pretrain(dataset="pretrain/glyphs", epochs=2 * res.optim.epochs), lr=0.1,
-        name="dataset/resnet-glyphs")
     out = {BASE: res, **{k: v for k, v in zoo.items() if k != BASE}}
     if keys is None:
         return out

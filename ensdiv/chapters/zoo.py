@@ -92,6 +92,9 @@ def _build_zoo(base: Recipe, name_of: Callable[[str], str]) -> dict[str, Recipe]
         zoo[f"dataset/resnet-{src}"] = res.replace(
             method=Pretrain(dataset=f"pretrain/{src}", epochs=epochs * (1 if src == "shapes" else 3)), lr=0.1
         )
+    # a real data source of another domain (typography; training-methods' analogue of JFT/CLIP data)
+    glyphs = Pretrain(dataset="pretrain/glyphs", epochs=2 * epochs)
+    zoo["dataset/resnet-glyphs"] = res.replace(method=glyphs, lr=0.1)
     # design-diversity Table i analogues (names follow the paper's ids)
     rx = zoo["arch/resnext"]
     deit = zoo["arch/deit"]
@@ -186,7 +189,8 @@ def zoo_recipes(scale: str = "cpu", only: str | list[str] | None = None) -> dict
     return out
 
 
-_SOURCE_SIZE = {"pretrain/digits": 1797, "pretrain/shapes": 12000, "fmnist/train": 55000}
+_SOURCE_SIZE = {"pretrain/digits": 1797, "pretrain/shapes": 12000, "pretrain/glyphs": 12400,
+                "fmnist/train": 55000}
 
 
 def _images_seen(r: Recipe, seen_backbones: set | None = None) -> int:
