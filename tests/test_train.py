@@ -232,3 +232,42 @@ def test_nt_xent_matches_a_loop():
 def test_unknown_ensemble_loss_is_one_sentence():
     with pytest.raises(EnsdivError, match="Unknown ensemble loss 'independant'.*Did you mean 'independent'"):
         losses.ensemble_loss("independant")
+
+
+def test_multistep_schedule_and_its_bad_milestones():
+    # the Packed-Ensembles reference: x0.1 at epochs 25 and 50 of 75
+    fr = (25 / 75, 50 / 75)
+    assert [lr_factor(t, schedule="multistep", milestones=fr) for t in (0.0, 0.34, 0.67, 0.99)] == pytest.approx(
+        [1, 0.1, 0.01, 0.01])
+    assert Optim(epochs=75, schedule="multistep", milestones=[25, 50]).milestones == [25, 50]
+    with pytest.raises(ValueError, match="needs milestones"):
+        Optim(schedule="multistep")
+    with pytest.raises(ValueError, match="between 1 and 74"):
+        Optim(epochs=75, schedule="multistep", milestones=[0, 80])
+
+
+def test_weight_decay_on_every_parameter_only_when_asked():
+    from ensdiv.train import make_optimizer
+
+    model = create_model("test_cnn", num_classes=3, img_size=8)
+    timm_style = make_optimizer(model, Optim(weight_decay=0.1))
+    decay_all = make_optimizer(model, Optim(weight_decay=0.1, decay_all=True))
+    assert sorted(g["weight_decay"] for g in timm_style.param_groups) == [0.0, 0.1]
+    assert [g["weight_decay"] for g in decay_all.param_groups] == [0.1]
+
+
+def test_crop_padding_reaches_the_augmentation(monkeypatch):
+    from ensdiv.train import loop
+
+    seen = []
+    real = loop.BatchAugment
+
+    def spy(*args, **kw):
+        seen.append(kw.get("pad"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(loop, "BatchAugment", spy)
+    fit(create_model("test_cnn", num_classes=3, img_size=8), _toy(), Optim(epochs=1, batch_size=16), augment="crop",
+        crop_pad=4, progress=False)
+    assert seen == [4]
+    assert Recipe.make(crop_pad=4).data.crop_pad == 4

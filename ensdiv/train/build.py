@@ -208,7 +208,8 @@ def _fit_with_checkpoints(recipe: Recipe, model: nn.Module, data: TensorSet, cfg
             if epoch > 1:  # keep only the last finished epoch
                 store.path("checkpoint", config_key(ckpt(epoch - 1))).unlink(missing_ok=True)
 
-    fit(model, data, recipe.optim, seed=recipe.seeds.order, augment=recipe.data.augment, loss_fn=loss_fn,
+    fit(model, data, recipe.optim, seed=recipe.seeds.order, augment=recipe.data.augment,
+        crop_pad=recipe.data.crop_pad, loss_fn=loss_fn,
         desc=recipe.label, resume=resume, on_epoch_end=save_ckpt, stop_after=stop_after, **run)
     if stop_after is not None and (resume["epoch"] if resume else 0) + stop_after < epochs:
         return False, t0

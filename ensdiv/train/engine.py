@@ -67,7 +67,8 @@ def make_fabric(accelerator: str = "auto", precision: str | None = None) -> Any:
 def make_optimizer(model: nn.Module, optim: Optim):
     """SGD (heavy-ball), AdamW, RMSprop or AdaBelief of ``optim`` from :func:`timm.optim.create_optimizer_v2`.
 
-    Weight decay is not applied to biases and normalisation parameters (timm's default). Adam-family
+    Weight decay is not applied to biases and normalisation parameters (timm's default) unless
+    ``optim.decay_all``. Adam-family
     optimisers get ``optim.eps`` (timm's AdaBelief default is 1e-16; design-diversity uses 1e-8).
     """
     from timm.optim import create_optimizer_v2
@@ -76,17 +77,21 @@ def make_optimizer(model: nn.Module, optim: Optim):
     kwargs: dict[str, Any] = {"momentum": optim.momentum} if optim.optimizer in ("sgd", "rmsprop") else {}
     if optim.optimizer in ("adamw", "adabelief"):
         kwargs["eps"] = optim.eps
-    return create_optimizer_v2(model, opt=opt, lr=optim.lr, weight_decay=optim.weight_decay, **kwargs)
+    return create_optimizer_v2(model, opt=opt, lr=optim.lr, weight_decay=optim.weight_decay,
+                               filter_bias_and_bn=not optim.decay_all, **kwargs)
 
 
-def lr_factor(progress: float, *, schedule: str, warmup: float = 0.0) -> float:
+def lr_factor(progress: float, *, schedule: str, warmup: float = 0.0, milestones: tuple[float, ...] = ()) -> float:
     """Multiplier of the peak learning rate at ``progress`` in [0, 1] of training.
 
-    ``cosine``: ``0.5 (1 + cos(pi t))``; ``step``: 0.1 after 50% and 0.01 after 75%; ``constant``: 1;
-    all after a linear warm-up over the first ``warmup`` fraction.
+    ``cosine``: ``0.5 (1 + cos(pi t))``; ``step``: 0.1 after 50% and 0.01 after 75%; ``multistep``: ×0.1
+    at each of ``milestones`` (fractions of training, counted from its start like torch's MultiStepLR);
+    ``constant``: 1; all after a linear warm-up over the first ``warmup`` fraction.
     """
     if warmup > 0 and progress < warmup:
         return (progress + 1e-8) / warmup
+    if schedule == "multistep":
+        return 0.1 ** sum(progress >= m - 1e-12 for m in milestones)
     t = (progress - warmup) / max(1.0 - warmup, 1e-8)
     if schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * min(max(t, 0.0), 1.0)))

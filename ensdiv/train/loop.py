@@ -54,6 +54,7 @@ def fit(
     *,
     seed: int = 0,
     augment: str = "none",
+    crop_pad: int = 2,
     loss_fn: LossFn | None = None,
     accelerator: str = "auto",
     precision: str | None = None,
@@ -74,6 +75,7 @@ def fit(
         seed: the data-order seed: data order, augmentation and dropout (not the initialisation:
             seed before creating the model, as :func:`ensdiv.train_recipe` does with ``Seeds.init``).
         augment: ``+``-joined augmentations (see :class:`~ensdiv.train.DataSpec`).
+        crop_pad: zero padding of the random crop.
         loss_fn: ``loss_fn(model, x, target) -> loss`` replacing the default (cross-entropy, or the
             model's ``training_loss``).
         accelerator, precision: see :func:`make_fabric`.
@@ -98,7 +100,7 @@ def fit(
     if batch_size % world:
         raise EnsdivError(f"batch_size {batch_size} must be a multiple of the {world} DDP processes.")
     num_classes = max(int(train_set.y.max()) + 1, train_set.num_classes)
-    aug = BatchAugment(augment, num_classes=num_classes, label_smoothing=optim.label_smoothing)
+    aug = BatchAugment(augment, num_classes=num_classes, label_smoothing=optim.label_smoothing, pad=crop_pad)
     loss_fn = loss_fn or _default_loss(aug, optim.label_smoothing)
     base = model
     opt = make_optimizer(base, optim)
@@ -139,7 +141,8 @@ def fit(
             x, y = x.to(fabric.device, non_blocking=True), y.to(fabric.device, non_blocking=True)
             for group in opt.param_groups:
                 group["lr"] = lr * lr_factor(
-                    (epoch * steps + step) / total, schedule=optim.schedule, warmup=optim.warmup_epochs / epochs
+                    (epoch * steps + step) / total, schedule=optim.schedule, warmup=optim.warmup_epochs / epochs,
+                    milestones=tuple(m / epochs for m in optim.milestones)
                 )
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(wrapped, x, y)

@@ -58,9 +58,10 @@ __all__ = [
 ]
 
 OPTIMIZERS = ("sgd", "adamw", "rmsprop", "adabelief")
-SCHEDULES = ("cosine", "step", "constant")
+SCHEDULES = ("cosine", "step", "multistep", "constant")
 AUGMENTATIONS = ("none", "flip", "crop", "flipcrop", "mixup", "cutmix", "erasing")
 RECIPE_VERSION = 2
+HEAD_CUTS = ("head", "block")
 
 
 class _Part:
@@ -119,12 +120,14 @@ class Arch(_Part):
 @dataclass(frozen=True)
 class DataSpec(_Part):
     """The training data: a registered set, a subset size (0 = all) and the augmentation
-    (``+``-joined subset of ``flip``, ``crop``, ``flipcrop``, ``mixup``, ``cutmix``, ``erasing``; or ``none``)."""
+    (``+``-joined subset of ``flip``, ``crop``, ``flipcrop``, ``mixup``, ``cutmix``, ``erasing``; or ``none``);
+    ``crop_pad`` is the zero padding of the random crop (2 pixels on 28x28; 4 on CIFAR's 32x32)."""
 
     dataset: str = "fmnist/train"
     subset: int = 0
     augment: str = "none"
-    _non_negative: ClassVar[tuple[str, ...]] = ("subset",)
+    crop_pad: int = 2
+    _non_negative: ClassVar[tuple[str, ...]] = ("subset", "crop_pad")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -137,8 +140,10 @@ class DataSpec(_Part):
 class Optim(_Part):
     """Optimisation: epochs, global batch, optimiser (``sgd``, ``adamw``, ``rmsprop``, ``adabelief``;
     ``eps`` is Adam/AdaBelief's epsilon), peak learning rate, schedule (``cosine`` to 0, ``step`` ×0.1
-    at 50 % and 75 %, ``constant``) with linear warm-up, weight decay (decoupled for AdamW/AdaBelief),
-    label smoothing."""
+    at 50 % and 75 %, ``multistep`` ×0.1 at each epoch of ``milestones``, ``constant``) with linear
+    warm-up, weight decay (decoupled for AdamW/AdaBelief; on weights only, as timm does, or on every
+    parameter with ``decay_all``, as torch's optimisers and the Packed-Ensembles reference do), label
+    smoothing."""
 
     epochs: int = 3
     batch_size: int = 128
@@ -148,8 +153,10 @@ class Optim(_Part):
     weight_decay: float = 5e-4
     eps: float = 1e-8
     schedule: str = "cosine"
+    milestones: list = field(default_factory=list)
     warmup_epochs: int = 0
     label_smoothing: float = 0.0
+    decay_all: bool = False
     _positive: ClassVar[tuple[str, ...]] = ("epochs", "batch_size", "eps")
     _non_negative: ClassVar[tuple[str, ...]] = ("lr", "weight_decay", "warmup_epochs", "label_smoothing")
 
@@ -159,6 +166,12 @@ class Optim(_Part):
             raise unknown_name("optimizer", self.optimizer, OPTIMIZERS)
         if self.schedule not in SCHEDULES:
             raise unknown_name("schedule", self.schedule, SCHEDULES)
+        if self.schedule == "multistep" and not self.milestones:
+            raise InvalidInputError("A multistep schedule needs milestones (epochs), e.g. Optim(milestones=[25, 50]).")
+        if any(isinstance(m, bool) or not isinstance(m, int) or not 0 < m < self.epochs for m in self.milestones):
+            raise InvalidInputError(
+                f"Optim milestones must be epochs between 1 and {self.epochs - 1}, got {self.milestones}."
+            )
 
 
 @dataclass(frozen=True)
@@ -255,13 +268,25 @@ class Heads(_Part):
     loss: str = "independent"
     lam: float = 0.0
     options: dict = field(default_factory=dict)
+    #: members trained on each batch (SED's stochastic subset I; 0 = all): the others get no update
+    subset: int = 0
+    #: where the frozen backbone is cut: ``head`` (the classifier on the penultimate features) or, for a
+    #: ViT, ``block`` (the last block's MLP + final norm + classifier on the cached class token)
+    cut: str = "head"
+    #: unlabeled OOD set fed after each labelled batch to the losses of ``ensdiv.losses.UNLABELED_LOSSES``
+    ood_set: str = ""
+    #: augmented passes of the training images (``DataSpec.augment``) cached next to the clean features
+    feature_passes: int = 0
     kind: ClassVar[str] = "heads"
     _positive: ClassVar[tuple[str, ...]] = ("members",)
+    _non_negative: ClassVar[tuple[str, ...]] = ("subset", "feature_passes")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.backbone:
             raise InvalidInputError("Heads needs a backbone recipe: Heads(backbone=Recipe.make(...)).")
+        if self.cut not in HEAD_CUTS:
+            raise unknown_name("Heads cut point", self.cut, HEAD_CUTS)
 
 
 METHODS: dict[str, type] = {m.kind: m for m in (Supervised, Distill, Pretrain, Joint, Heads)}
@@ -276,6 +301,7 @@ _FLAT = {
     "dataset": ("data", "dataset"),
     "train_subset": ("data", "subset"),
     "augment": ("data", "augment"),
+    "crop_pad": ("data", "crop_pad"),
     **{f.name: ("optim", f.name) for f in fields(Optim)},
     "init_seed": ("seeds", "init"),
     "order_seed": ("seeds", "order"),
