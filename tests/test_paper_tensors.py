@@ -223,3 +223,32 @@ def test_packed_ensembles_paper_path_runs_on_fake_cifar(data_root, tmp_store, ca
         assert first.in_channels == 3
         out = model.eval()(torch.rand(2, 3, 32, 32))
         assert out.shape[-1] == 10
+
+
+def test_appF_paper_path_builds_cifar100_models_and_a_packed_condition(data_root, tmp_store):
+    """App. F at paper scale (CIFAR-100, as the appendix): every member is built from the data's shape
+    (3 channels, 32 px, 100 classes), and one condition is the members of one PE model."""
+    import ensdiv as ed
+    from ensdiv.chapters import packed_ensembles as ps
+
+    _fake_cifar100(data_root)
+    cfg = ps.preset("appF_sources_of_diversity", "paper", train_subset=16, epochs=1, batch_size=16,
+                    num_estimators=2, test_subset=8, verbose=False)
+    assert (cfg["dataset"], cfg["test_set"], cfg["arch"]) == ("cifar100/train", "cifar100/test", "resnet18")
+    assert cfg["deterministic"] is True  # a no-op without CUDA
+    test = ps.eval_set(cfg["test_set"], subset=cfg["test_subset"])
+    conditions, identical = ps.sources_of_diversity(cfg, test, deterministic=cfg["deterministic"])
+    assert list(conditions) == ["nothing varies (one model, M times)", "non-determinism only",
+                                "initialisation only", "batch order only", "initialisation + order",
+                                "Packed-Ensembles members (one model)"]
+    for name, logits in conditions.items():
+        assert logits.shape == (2, 8, 100), name
+    if not torch.cuda.is_available():
+        assert identical  # CPU kernels: a retrain is bit-identical
+    assert torch.equal(conditions["nothing varies (one model, M times)"][0],
+                       conditions["initialisation only"][0])
+    assert not torch.equal(conditions["initialisation only"][0], conditions["initialisation only"][1])
+    (recipe,) = ps.recipes_for("single", cfg, 0)
+    model = ed.train_recipe(recipe, progress=False)  # from the cache filled above
+    first = next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d))
+    assert first.in_channels == 3 and model.eval()(torch.rand(2, 3, 32, 32)).shape == (2, 100)

@@ -229,18 +229,6 @@ class _MaskedInput(nn.Module):
         return self.layer(x * _per_member(x, self.masks))
 
 
-class _MaskedInput(nn.Module):
-    """A layer whose input channels are multiplied by member m's mask on member m's rows."""
-
-    def __init__(self, layer: nn.Module, masks: Tensor) -> None:
-        super().__init__()
-        self.layer = layer
-        self.register_buffer("masks", masks)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.layer(x * _per_member(x, self.masks))
-
-
 class MasksemblesResNet(_RepeatEnsemble):
     """Masksembles of a ResNet (Durasov et al., 2021): fixed channel masks on the input of every
     convolution after the stem and of the classifier (torch-uncertainty's placement).
