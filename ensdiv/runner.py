@@ -336,6 +336,32 @@ def summary(results: list[NotebookResult]) -> str:
 _SITE_MARKER = ".ensdiv-site.json"
 
 
+def book_config(src: Path, out_dir: Path) -> Path:
+    """The book's ``_config.yml`` as it is rendered: with the repository and launch buttons when
+    ``$ENSDIV_REPOSITORY_URL`` names the book's repository, without them otherwise (written to
+    ``out_dir/_config.rendered.yml``, only when its content changes)."""
+    cfg = yaml.safe_load(src.read_text()) or {}
+    url = os.environ.get("ENSDIV_REPOSITORY_URL", "").strip()
+    html = dict(cfg.get("html") or {})
+    if url:
+        cfg["repository"] = {"url": url, "path_to_book": "", "branch": os.environ.get("ENSDIV_REPOSITORY_BRANCH",
+                                                                                     "main")}
+        cfg["launch_buttons"] = {"notebook_interface": "classic", "binderhub_url": "https://mybinder.org",
+                                 "colab_url": "https://colab.research.google.com"}
+        html.update(use_repository_button=True, use_issues_button=True)
+    else:
+        cfg.pop("repository", None)
+        cfg.pop("launch_buttons", None)
+        html.update(use_repository_button=False, use_issues_button=False)
+    cfg["html"] = html
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / "_config.rendered.yml"
+    text = yaml.safe_dump(cfg, sort_keys=False)
+    if not out.exists() or out.read_text() != text:
+        out.write_text(text)
+    return out
+
+
 def _stage(site: Path, files: dict[Path, Path], scale: str) -> bool:
     """Make ``site`` hold exactly ``files`` (``{relative path: source}``) and return whether the
     previous staging was of another scale.
@@ -410,6 +436,7 @@ def build_book(
     results = [] if html_only else run_notebooks(notebooks, scale=scale, force=force, root=root)
     executed = build_dir() / "executed" / scale
     files: dict[Path, Path] = {Path(name): root / name for name in ("_config.yml", "_toc.yml")}
+    files[Path("_config.yml")] = book_config(root / "_config.yml", build_dir())
     files.update(_tree(root / "book", Path("book")))
     for nb in notebooks:
         rel = nb.relative_to(root)

@@ -57,7 +57,7 @@ def test_key_changes_with_every_field(part):
     for f in dataclasses.fields(part):
         value = getattr(getattr(base, attr), f.name)
         changed = {str: {"name": "resnet", "dataset": "fmnist/val", "augment": "flip", "optimizer": "adamw",
-                         "schedule": "step"}.get(f.name), bool: not value, dict: {"x": 1}}.get(type(value))
+                         "schedule": "step"}.get(f.name), bool: not value, dict: {"x": 1}, list: [1]}.get(type(value))
         if changed is None:
             changed = value + 1
         other = base.replace(**{attr: getattr(base, attr).replace(**{f.name: changed})})

@@ -97,3 +97,19 @@ def test_parameters_are_read_even_with_equals_in_comments(nbdir):
     assert runner.notebook_parameters(nb) == {"scale": "cpu", "n": None, "lr": 0.1}
     (res,) = runner.run_notebooks([nb], scale="smoke", params={"n": 3}, out_root=nbdir / "out")
     assert res.status == "failed" and "value" in res.error  # the body uses `value`, which this notebook lacks
+
+
+def test_repository_buttons_only_with_a_real_repository(tmp_path, monkeypatch):
+    import yaml
+
+    from ensdiv.paths import project_root
+    from ensdiv.runner import book_config
+
+    monkeypatch.delenv("ENSDIV_REPOSITORY_URL", raising=False)
+    off = yaml.safe_load(book_config(project_root() / "_config.yml", tmp_path).read_text())
+    assert "repository" not in off and "launch_buttons" not in off
+    assert off["html"]["use_repository_button"] is False and off["html"]["use_issues_button"] is False
+    monkeypatch.setenv("ENSDIV_REPOSITORY_URL", "https://example.org/ensdiv")
+    on = yaml.safe_load(book_config(project_root() / "_config.yml", tmp_path).read_text())
+    assert on["repository"]["url"] == "https://example.org/ensdiv" and on["html"]["use_repository_button"] is True
+    assert on["launch_buttons"]["binderhub_url"] == "https://mybinder.org"

@@ -15,18 +15,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from ensdiv.chapters import attack_similarity, design_diversity, foundations, packed_ensembles, training_methods, zoo
+from ensdiv.chapters import (
+    attack_similarity,
+    design_diversity,
+    foundations,
+    packed_ensembles,
+    sed,
+    training_methods,
+    zoo,
+)
 from ensdiv.chapters._presets import chapter_preset
 from ensdiv.config import Config
 from ensdiv.errors import unknown_name
 
 __all__ = [
     "CHAPTERS", "preset", "list_presets", "attack_similarity", "design_diversity", "foundations", "packed_ensembles",
-    "training_methods", "zoo",
+    "sed", "training_methods", "zoo",
 ]
 
 #: chapter slug -> its module
-CHAPTERS = {m.SLUG: m for m in (foundations, design_diversity, training_methods, attack_similarity, packed_ensembles)}
+CHAPTERS = {m.SLUG: m for m in (foundations, design_diversity, training_methods, attack_similarity, packed_ensembles,
+                                 sed)}
 
 
 def _all_presets() -> dict[str, dict]:

@@ -5,7 +5,7 @@ Importing this package imports every module that registers a family of sets, so 
 (``get_dataset``, ``list_datasets``) is complete after ``import ensdiv``.
 """
 
-from ensdiv.data import glyphs, heldout, shifts, sources, textures  # noqa: F401 - register their families
+from ensdiv.data import glyphs, heldout, ood_sets, shifts, sources, textures  # noqa: F401 - register their families
 from ensdiv.data.corruptions import PAPER_CBAR, corrupt, list_corruptions
 from ensdiv.data.fashion import FASHION_CLASSES, find_fashion_mnist, load_fashion_mnist
 from ensdiv.data.paper import PAPER_SETS, eval_transform, load_paper_set

@@ -21,9 +21,11 @@ import torch.nn.functional as F
 
 from ensdiv import losses
 from ensdiv.data.registry import TensorSet, get_dataset
-from ensdiv.models.stack import HeadStack, MemberStack, penultimate
+from ensdiv.errors import EnsdivError
+from ensdiv.models.stack import HeadStack, MemberStack, cut_features, penultimate, vit_block_head
 from ensdiv.store import Store
-from ensdiv.train.engine import LossFn
+from ensdiv.train.augment import BatchAugment
+from ensdiv.train.engine import LossFn, derive_seed
 from ensdiv.train.loop import cpu_state, fit
 from ensdiv.train.recipes import Distill, Heads, Joint, Optim, Pretrain, Recipe
 
@@ -36,6 +38,10 @@ __all__ = [
     "joint_loss",
     "build_joint",
     "train_heads",
+    "head_features",
+    "ood_features",
+    "make_heads",
+    "cut_features_all",
 ]
 
 
@@ -199,7 +205,7 @@ def joint_loss(method: Joint | Heads, optim: Optim) -> Callable[[torch.Tensor, t
     :mod:`ensdiv.losses` with the method's λ and options (label smoothing passed to ``independent``)."""
     fn = losses.ensemble_loss(method.loss)
     options = dict(method.options)
-    if method.loss == "independent":
+    if method.loss in ("independent", "sed", "naive_a2d", "naive_divdis"):
         options.setdefault("label_smoothing", optim.label_smoothing)
 
     def loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -217,6 +223,65 @@ def build_joint(recipe: Recipe, build_model: Callable[..., nn.Module], **shape: 
     return MemberStack(members, loss_fn=joint_loss(method, recipe.optim))
 
 
+@torch.no_grad()
+def cut_features_all(model: nn.Module, x: torch.Tensor, cut: str = "head", batch: int = 512) -> torch.Tensor:
+    """Features of ``x`` at the cut point ``cut`` (:func:`ensdiv.models.stack.cut_features`), eval mode: ``(N, D)``."""
+    model.eval()
+    return torch.cat([cut_features(model, x[i : i + batch], cut).float() for i in range(0, len(x), batch)])
+
+
+def head_features(recipe: Recipe, backbone: nn.Module, data: TensorSet, *, store: Store,
+                  backbone_key: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cached training features of a :class:`~ensdiv.train.Heads` recipe at its cut point: the clean
+    pass, then ``feature_passes`` passes of the images augmented by ``DataSpec.augment`` (pass p seeded
+    by the data-order seed and p). Returns ``(features (N·(1+P), D), labels (N·(1+P),))``."""
+    method = recipe.method
+    assert isinstance(method, Heads)
+    fcfg: dict[str, Any] = {"version": 1, "backbone": backbone_key, "data": recipe.data.to_dict(),
+                            "subset_seed": recipe.seeds.subset}
+    if method.cut != "head" or method.feature_passes:
+        fcfg.update(cut=method.cut, passes=method.feature_passes, order_seed=recipe.seeds.order)
+    feats = store.load("features", fcfg)
+    if feats is None:
+        parts = [cut_features_all(backbone, data.x, method.cut)]
+        aug = BatchAugment(recipe.data.augment, num_classes=max(data.num_classes, int(data.y.max()) + 1))
+        for p in range(1, method.feature_passes + 1):
+            gen = torch.Generator().manual_seed(derive_seed(recipe.seeds.order, p, 3))
+            x_aug, _ = aug(data.x, data.y, gen)
+            parts.append(cut_features_all(backbone, x_aug, method.cut))
+        feats = torch.cat(parts)
+        store.save("features", fcfg, feats)
+    return feats, data.y.repeat(method.feature_passes + 1)
+
+
+def ood_features(recipe: Recipe, backbone: nn.Module, *, store: Store, backbone_key: dict[str, Any]) -> torch.Tensor:
+    """Cached features of the recipe's unlabeled OOD set (``Heads.ood_set``) at its cut point: ``(N_ood, D)``."""
+    method = recipe.method
+    assert isinstance(method, Heads)
+    fcfg = {"version": 1, "backbone": backbone_key, "ood_set": method.ood_set, "cut": method.cut}
+    feats = store.load("features", fcfg)
+    if feats is None:
+        feats = cut_features_all(backbone, get_dataset(method.ood_set).x, method.cut)
+        store.save("features", fcfg, feats)
+    return feats
+
+
+def make_heads(method: Heads, backbone: nn.Module) -> list[nn.Module]:
+    """``method.members`` heads, each a copy of the backbone's own last layer(s) at the cut point."""
+    if method.cut == "block":
+        return [vit_block_head(backbone) for _ in range(method.members)]
+    clf = backbone.get_classifier()
+    clf = clf[0] if isinstance(clf, tuple | list) else clf
+    if not isinstance(clf, nn.Linear):
+        raise TypeError(f"Heads need a backbone with a linear classifier, got a {type(clf).__name__}.")
+    heads = []
+    for _ in range(method.members):
+        head = nn.Linear(clf.in_features, clf.out_features)
+        head.load_state_dict(clf.state_dict())
+        heads.append(head)
+    return heads
+
+
 def train_heads(
     recipe: Recipe,
     backbone: nn.Module,
@@ -229,27 +294,27 @@ def train_heads(
     precision: str | None = None,
 ) -> HeadStack:
     """Fit the M heads of a :class:`~ensdiv.train.Heads` recipe on the frozen ``backbone``'s features of
-    ``data`` (computed once and cached as kind ``"features"``). Every head starts from the backbone's
-    own classifier weights; the data-order seed drives batches; heads are separate modules, so a head
-    without gradient in a step is not updated."""
+    ``data`` at the recipe's cut point (computed once and cached as kind ``"features"``, with the
+    augmented passes). Every head starts from the backbone's own last layer(s); the data-order seed drives
+    batches; heads are separate modules and only the batch's subset I (``Heads.subset``) is forwarded, so a
+    head outside I gets no gradient and is not updated. A loss of :data:`ensdiv.losses.UNLABELED_LOSSES`
+    gets each labelled sample paired with a sample of ``Heads.ood_set`` (a fixed pairing drawn with the
+    data-order seed; batches reshuffle the pairs every epoch)."""
     method = recipe.method
     assert isinstance(method, Heads)
-    fcfg = {"version": 1, "backbone": backbone_key, "data": recipe.data.to_dict(), "subset_seed": recipe.seeds.subset}
-    feats = store.load("features", fcfg)
-    if feats is None:
-        feats = all_features(backbone, data.x)
-        store.save("features", fcfg, feats)
-    clf = backbone.get_classifier()
-    clf = clf[0] if isinstance(clf, tuple | list) else clf
-    if not isinstance(clf, nn.Linear):
-        raise TypeError(f"Heads need a backbone with a linear classifier, got a {type(clf).__name__}.")
-    heads = []
-    for _ in range(method.members):
-        head = nn.Linear(clf.in_features, clf.out_features)
-        head.load_state_dict(clf.state_dict())
-        heads.append(head)
-    stack = HeadStack(heads, loss_fn=joint_loss(method, recipe.optim))
-    feature_set = TensorSet(feats[:, :, None, None], data.y, f"{data.name}:features", data.classes)
+    feats, labels = head_features(recipe, backbone, data, store=store, backbone_key=backbone_key)
+    paired = method.loss in losses.UNLABELED_LOSSES
+    if paired:
+        if not method.ood_set:
+            raise EnsdivError(f"The loss {method.loss!r} needs an unlabeled OOD set: Heads(ood_set='...').")
+        ood = ood_features(recipe, backbone, store=store, backbone_key=backbone_key)
+        g = torch.Generator().manual_seed(derive_seed(recipe.seeds.order, 5))
+        reps = -(-len(feats) // len(ood))
+        pick = torch.cat([torch.randperm(len(ood), generator=g) for _ in range(reps)])[: len(feats)]
+        feats = torch.cat([feats, ood[pick]], dim=1)
+    stack = HeadStack(make_heads(method, backbone), loss_fn=joint_loss(method, recipe.optim), subset=method.subset,
+                      paired_ood=paired, cut=method.cut)
+    feature_set = TensorSet(feats[:, :, None, None], labels, f"{data.name}:features", data.classes)
     fit(stack, feature_set, recipe.optim, seed=recipe.seeds.order, accelerator=accelerator, precision=precision,
         progress=progress, desc=f"{recipe.label} heads")
     return stack

@@ -1,0 +1,369 @@
+"""The SED chapter's pipeline (Rubinstein et al., *Scalable Ensemble Diversification for OOD
+Generalization and Detection*): methods → Heads recipes over one frozen backbone → logits on cached
+features → #unique, accuracy (oracle / ensemble / soup), detection AUROC (BMA / PDS).
+
+The paper's setting in miniature: one frozen feature extractor (the zoo's ViT at cpu scale, DeiT3-B at
+paper scale), its features cached once at the cut point "last block's MLP + final norm + head" on the
+class token (:func:`ensdiv.models.stack.cut_features`, cut ``"block"``), with augmented passes of the
+training split; only the head layers are trained per member and every member starts from the
+backbone's own head weights. Each method of Tables 1-3 is one or more :class:`~ensdiv.Heads` recipes
+(:func:`method_recipes`); every notebook of ``notebooks/sed/`` goes through :func:`ensemble_logits`, so
+the same method and size map to the same cached models.
+
+Evaluation runs the trained heads on the cut features of each set, computed once per (backbone, set)
+and cached (kind ``"sed-features"``): a frozen backbone makes that exact, and it avoids one backbone
+pass per member and set.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+import ensdiv as ed
+from ensdiv import metrics as mt
+from ensdiv.chapters import zoo
+from ensdiv.chapters._presets import chapter_preset
+from ensdiv.errors import unknown_name
+from ensdiv.models.stack import HeadStack, cut_features, vit_block_head
+from ensdiv.paths import project_root
+
+__all__ = [
+    "SLUG", "METHODS", "METHOD_LABELS", "PRESETS", "preset", "backbone_recipe", "method_recipes", "set_features",
+    "ensemble_logits", "soup_logits", "single_logits", "natural_hard", "evaluate", "detection", "summary",
+    "released_tables", "RELEASED_MODELS", "time_steps", "fit_exponent", "DIVERSE_HPS", "PAPER_TABLE1",
+    "PAPER_TABLE2", "PAPER_TABLE3",
+]
+
+SLUG = "sed"
+METHODS = ("deep_ensemble", "diverse_hp", "naive_divdis", "naive_a2d", "sed_gen", "sed_det", "sed_lam0")
+METHOD_LABELS = {
+    "single": "Single model", "deep_ensemble": "Deep ensemble", "diverse_hp": "+Diverse HPs",
+    "naive_divdis": "Naive DivDis", "naive_a2d": "Naive A2D", "sed_gen": "SED-A2D (generalisation λ)",
+    "sed_det": "SED-A2D (detection λ)", "sed_lam0": "SED, λ = 0 (control)",
+}
+#: the diverse-hyper-parameter ensemble: member k uses entry k mod 5 (AdamW options over the base)
+DIVERSE_HPS = (
+    {"lr": 1e-3, "weight_decay": 0.01},
+    {"lr": 3e-3, "weight_decay": 0.01},
+    {"lr": 3e-4, "weight_decay": 0.05},
+    {"lr": 1e-3, "weight_decay": 0.01, "label_smoothing": 0.1},
+    {"lr": 1e-3, "weight_decay": 0.1, "batch_size": 32},
+)
+
+# ---- the paper's numbers (Tables 1-3) -------------------------------------------------------------------
+PAPER_TABLE1 = {  # #unique, M = 5
+    "deep_ensemble": {"C-1": 1.09, "C-5": 1.19, "iNat": 1.31, "OI": 1.23},
+    "diverse_hp": {"C-1": 1.11, "C-5": 1.32, "iNat": 1.48, "OI": 1.33},
+    "naive_divdis": {"C-1": 1.04, "C-5": 1.14, "iNat": 1.19, "OI": 1.16},
+    "naive_a2d": {"C-1": 1.04, "C-5": 1.15, "iNat": 1.19, "OI": 1.91},
+    "sed": {"C-1": 5.00, "C-5": 5.00, "iNat": 4.68, "OI": 4.11},
+}
+_T2_COLS = ("Val", "IN-A", "IN-R", "C-1", "C-5")
+_T2 = {  # (method, M): oracle, prediction ensemble, uniform soup
+    ("single", 1): ((85.4, 37.9, 44.7, 75.6, 38.5),) * 3,
+    ("deep_ensemble", 5): (
+        (85.4, 37.9, 44.9, 75.7, 38.6), (85.4, 39.9, 46.3, 75.7, 38.6), (85.3, 36.7, 44.6, 75.5, 38.3)),
+    ("diverse_hp", 5): ((85.4, 38.5, 45.4, 77.4, 40.7), (85.4, 39.9, 46.5, 76.0, 39.0), (85.3, 35.3, 44.1, 75.9, 38.7)),
+    ("naive_divdis", 5): (
+        (85.2, 35.8, 40.8, 77.2, 40.2), (85.1, 36.3, 41.8, 77.2, 40.2), (84.8, 40.7, 42.5, 76.2, 38.9)),
+    ("naive_a2d", 5): ((85.2, 36.6, 44.3, 77.3, 40.4), (85.1, 37.8, 45.2, 77.2, 40.3), (84.5, 39.3, 45.1, 75.5, 39.1)),
+    ("sed", 5): ((85.1, 38.3, 45.3, 77.2, 40.4), (85.3, 42.4, 48.1, 77.3, 40.6), (85.3, 40.3, 46.1, 77.3, 40.6)),
+    ("deep_ensemble", 50): (
+        (85.5, 38.1, 45.2, 75.7, 38.6), (85.5, 38.8, 45.8, 75.6, 38.5), (85.4, 37.5, 45.0, 75.5, 38.4)),
+    ("diverse_hp", 50): (
+        (85.5, 38.5, 45.6, 77.5, 40.8), (85.5, 42.5, 48.5, 76.0, 39.0), (85.4, 36.4, 44.8, 75.9, 38.8)),
+    ("sed", 50): ((82.6, 39.0, 45.8, 74.4, 38.3), (83.5, 50.9, 54.4, 75.8, 39.3), (83.5, 39.2, 46.5, 75.8, 39.3)),
+}
+PAPER_TABLE2 = {k: {agg: dict(zip(_T2_COLS, v, strict=True)) for agg, v in zip(("oracle", "ensemble", "soup"), vals,
+                                                                              strict=True)}
+                for k, vals in _T2.items()}
+PAPER_TABLE3 = {  # AUROC, M = 5
+    ("single", "BMA"): (0.615, 0.833, 0.958, 0.909), ("deep_ensemble", "BMA"): (0.619, 0.835, 0.958, 0.911),
+    ("diverse_hp", "BMA"): (0.642, 0.861, 0.969, 0.923), ("naive_divdis", "BMA"): (0.598, 0.843, 0.966, 0.922),
+    ("naive_a2d", "BMA"): (0.594, 0.835, 0.966, 0.916), ("sed", "BMA"): (0.641, 0.845, 0.960, 0.915),
+    ("deep_ensemble", "PDS"): (0.565, 0.625, 0.592, 0.589), ("diverse_hp", "PDS"): (0.643, 0.849, 0.926, 0.889),
+    ("naive_divdis", "PDS"): (0.600, 0.851, 0.969, 0.939), ("naive_a2d", "PDS"): (0.599, 0.850, 0.971, 0.939),
+    ("sed", "PDS"): (0.686, 0.896, 0.977, 0.939),
+}
+
+
+# ---- presets --------------------------------------------------------------------------------------------
+# Sets by role: ``val`` (ID test), ``c1`` / ``c5`` (corruption severity 1 / 5), ``r`` (renditions, IN-R),
+# ``a`` (natural-hard, IN-A: built by natural_hard, not a registered name), ``inat`` / ``oi`` (semantic OOD).
+_CPU_SETS = {"val": "fmnist/test", "c1": "fmnist-c/gaussian_noise/1", "c5": "fmnist-c/gaussian_noise/5",
+             "r": "fmnist-r", "inat": "letters", "oi": "photos", "train_ood": "fmnist-r-train"}
+_PAPER_SETS = {"val": "imagenet/val", "c1": "imagenet-c/gaussian_noise/1", "c5": "imagenet-c/gaussian_noise/5",
+               "r": "imagenet-r", "a": "imagenet-a", "inat": "inaturalist-ood", "oi": "openimages-o",
+               "train_ood": "imagenet-r"}
+_COMMON = {
+    "members": 5, "subset": 2, "lam_gen": 0.1, "lam_det": 5.0, "lam_naive": 1.0, "seed": 0,
+    "committee": ["arch/resnet", "arch/convnext", "arch/mixer"], "committee_wrong": 2,
+}
+_SCALES = {
+    "smoke": {"backbone": "arch/vit", "cut": "block", "epochs": 1, "batch_size": 64, "lr": 1e-3, "weight_decay": 0.01,
+              "feature_passes": 1, "augment": "flip", "eval_subset": 300, "sets": _CPU_SETS,
+              "committee": ["arch/resnet", "arch/mlp"], "committee_wrong": 1},
+    "cpu": {"backbone": "arch/vit", "cut": "block", "epochs": 3, "batch_size": 64, "lr": 1e-3, "weight_decay": 0.01,
+            "feature_passes": 1, "augment": "flipcrop", "eval_subset": 0, "sets": _CPU_SETS},
+    # §4.1: AdamW, batch 16, lr 1e-3, wd 0.01, 10 epochs, λ 0.1, |I| = 2, DeiT3-B (IN-21k, fine-tuned IN-1k)
+    "paper": {"backbone": "deit3_base_patch16_224.fb_in22k_ft_in1k", "cut": "block", "epochs": 10, "batch_size": 16,
+              "lr": 1e-3, "weight_decay": 0.01, "feature_passes": 0, "augment": "none", "eval_subset": 0,
+              "sets": _PAPER_SETS, "committee": [], "committee_wrong": 0},
+}
+
+
+def _scaled(**extra: dict) -> dict:
+    return {"common": {**_COMMON, **extra.pop("common", {})},
+            **{s: {**v, **extra.get(s, {})} for s, v in _SCALES.items()}}
+
+
+PRESETS = {
+    "sed/tab01_unique": _scaled(),
+    "sed/tab02_generalisation": _scaled(common={"large_members": 50}, cpu={"large_members": 20},
+                                        smoke={"large_members": 3}),
+    "sed/tab03_detection": _scaled(),
+    "sed/fig02_divergent_samples": _scaled(common={"shown": 5}),
+    "sed/fig03_lambda_sweep": _scaled(common={"lams": [0.0, 0.01, 0.1, 1.0, 5.0, 20.0]},
+                                      smoke={"lams": [0.0, 0.1, 5.0]}),
+    "sed/fig04_ensemble_size": _scaled(common={"sizes": [2, 3, 5, 10, 20]}, smoke={"sizes": [2, 3]}),
+    "sed/cost_step_time": _scaled(common={"sizes": [2, 5, 10, 20, 50], "steps": 30, "repeats": 3, "dim": 48,
+                                          "classes": 10, "bench_batch": 64},
+                                  smoke={"sizes": [2, 5], "steps": 3, "repeats": 1}),
+}
+
+
+def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):
+    """The resolved preset ``sed/<stem>`` at ``scale`` (see :func:`ensdiv.config.resolve_preset`)."""
+    return chapter_preset(SLUG, PRESETS, stem, scale, verbose=verbose, **overrides)
+
+
+# ---- recipes ----------------------------------------------------------------------------------------------
+def backbone_recipe(cfg: dict) -> ed.Recipe:
+    """The frozen feature extractor: a zoo recipe at smoke/cpu scale, timm's pretrained model at paper scale."""
+    if cfg["scale"] == "paper":
+        return ed.Recipe.make(model=cfg["backbone"], pretrained=True, dataset="imagenet/train", epochs=1,
+                              name="deit3-b")
+    return zoo.zoo_recipes(cfg["scale"], cfg["backbone"])[cfg["backbone"]]
+
+
+def _heads_recipe(cfg: dict, name: str, *, members: int, loss: str = "independent", lam: float = 0.0,
+                  subset: int = 0, ood: bool = False, seed: int = 0, hp: dict | None = None,
+                  options: dict | None = None) -> ed.Recipe:
+    bb = backbone_recipe(cfg)
+    method = ed.Heads(backbone=bb.to_dict(), members=members, loss=loss, lam=float(lam), subset=subset,
+                      cut=cfg["cut"], ood_set=cfg["sets"]["train_ood"] if ood else "",
+                      feature_passes=cfg["feature_passes"], options=dict(options or {}))
+    optim = {"optimizer": "adamw", "lr": cfg["lr"], "weight_decay": cfg["weight_decay"], "epochs": cfg["epochs"],
+             "batch_size": cfg["batch_size"], "schedule": "cosine", "warmup_epochs": 0, "label_smoothing": 0.0,
+             "momentum": 0.9}
+    optim.update(hp or {})
+    return bb.replace(method=method, augment=cfg["augment"], seed=seed, name=name, **optim)
+
+
+def method_recipes(cfg: dict, method: str, members: int | None = None, *, lam: float | None = None
+                   ) -> list[ed.Recipe]:
+    """The recipe(s) of one method with ``members`` members (default ``cfg["members"]``).
+
+    ``deep_ensemble``: M one-head recipes with data-order seeds 0..M-1 (all heads start from the backbone's
+    head, as the reference's members start from the same pretrained weights); ``diverse_hp``: M one-head
+    recipes cycling :data:`DIVERSE_HPS` (seed = member index); ``naive_a2d`` / ``naive_divdis``: one M-head
+    recipe with the rendition set of training images as unlabeled OOD batches (all pairs, λ ``lam_naive``);
+    ``sed_gen`` / ``sed_det`` / ``sed_lam0``: one M-head recipe, |I| = ``subset`` members per batch,
+    λ = ``lam_gen`` / ``lam_det`` / 0 (``lam`` overrides it, for the λ sweep).
+    """
+    m = int(members or cfg["members"])
+    if method == "deep_ensemble":
+        return [_heads_recipe(cfg, f"de-{k}", members=1, seed=k) for k in range(m)]
+    if method == "diverse_hp":
+        return [_heads_recipe(cfg, f"hp-{k}", members=1, seed=k, hp=DIVERSE_HPS[k % len(DIVERSE_HPS)])
+                for k in range(m)]
+    if method in ("naive_a2d", "naive_divdis"):
+        return [_heads_recipe(cfg, f"{method}-m{m}", members=m, loss=method, lam=cfg["lam_naive"], ood=True,
+                              seed=cfg["seed"])]
+    if method in ("sed_gen", "sed_det", "sed_lam0"):
+        default = {"sed_gen": cfg["lam_gen"], "sed_det": cfg["lam_det"], "sed_lam0": 0.0}[method]
+        lam_ = default if lam is None else lam
+        return [_heads_recipe(cfg, f"sed-l{lam_:g}-m{m}", members=m, loss="sed", lam=lam_, subset=cfg["subset"],
+                              seed=cfg["seed"])]
+    raise unknown_name("SED chapter method", method, METHODS)
+
+
+# ---- evaluation sets and features ------------------------------------------------------------------------
+def _eval_set(cfg: dict, role: str) -> ed.TensorSet:
+    if role == "a":
+        return natural_hard(cfg)
+    data = ed.get_dataset(cfg["sets"][role])
+    return data.subset(cfg["eval_subset"], seed=0) if cfg["eval_subset"] else data
+
+
+def natural_hard(cfg: dict) -> ed.TensorSet:
+    """The IN-A analogue: ID test images that at least ``committee_wrong`` of an independent committee of zoo
+    models (``committee``: architectures other than the backbone's, trained on their own) misclassify. Like
+    ImageNet-A (images a ResNet-50 gets wrong), the set is defined by other models' errors; its labels are kept."""
+    test = _eval_set(cfg, "val")
+    recipes = zoo.zoo_recipes(cfg["scale"], list(cfg["committee"]))
+    wrong = torch.stack([ed.predict(r, test).argmax(-1) != test.y for r in recipes.values()]).sum(0)
+    keep = torch.nonzero(wrong >= cfg["committee_wrong"]).flatten()
+    return ed.TensorSet(test.x[keep], test.y[keep], f"{test.name}:natural-hard", test.classes,
+                        description="test images the committee gets wrong (IN-A analogue)")
+
+
+def set_features(cfg: dict, role: str) -> tuple[Tensor, Tensor]:
+    """Cut-point features ``(N, D)`` of the backbone on the set of ``role`` and its labels (cached)."""
+    data = _eval_set(cfg, role)
+    bb = backbone_recipe(cfg)
+    key = {"backbone": ed.train.model_cache_config(bb), "cut": cfg["cut"], "set": data.name, "n": len(data),
+           "subset": cfg["eval_subset"], "fingerprint": ed.data.registry.tensor_fingerprint(data)[:16]}
+
+    def compute() -> dict[str, Tensor]:
+        model = ed.train_recipe(bb).eval()
+        with torch.no_grad():
+            f = torch.cat([cut_features(model, data.x[i : i + 512], cfg["cut"]).float()
+                           for i in range(0, len(data), 512)])
+        return {"features": f}
+
+    return ed.cached("sed-features", key, compute)["features"], data.y
+
+
+_HEADS: dict[str, list[nn.Module]] = {}
+
+
+def _heads_of(recipe: ed.Recipe) -> list[nn.Module]:
+    """The trained heads of a Heads recipe (loaded once per process)."""
+    key = ed.store.config_key(ed.train.model_cache_config(recipe))
+    if key not in _HEADS:
+        _HEADS[key] = list(ed.train_recipe(recipe).heads.members)
+    return _HEADS[key]
+
+
+@torch.no_grad()
+def _apply(heads: Sequence[nn.Module], feats: Tensor) -> Tensor:
+    return torch.stack([h.eval()(feats) for h in heads]).float()
+
+
+def ensemble_logits(cfg: dict, method: str, role: str, members: int | None = None, *, lam: float | None = None
+                    ) -> Tensor:
+    """Member logits ``(M, N, C)`` of ``method`` on the set of ``role`` (models trained once and cached)."""
+    feats, _ = set_features(cfg, role)
+    heads = [h for r in method_recipes(cfg, method, members, lam=lam) for h in _heads_of(r)]
+    return _apply(heads, feats)
+
+
+def single_logits(cfg: dict, role: str) -> Tensor:
+    """The backbone's own prediction (the "single model" row), ``(1, N, C)``."""
+    feats, _ = set_features(cfg, role)
+    model = ed.train_recipe(backbone_recipe(cfg))
+    head = vit_block_head(model) if cfg["cut"] == "block" else copy.deepcopy(model.get_classifier())
+    return _apply([head], feats)
+
+
+def soup_logits(cfg: dict, method: str, role: str, members: int | None = None) -> Tensor:
+    """Logits ``(1, N, C)`` of the uniform soup (Wortsman et al.) of the method's heads: their weights averaged."""
+    feats, _ = set_features(cfg, role)
+    heads = [h for r in method_recipes(cfg, method, members) for h in _heads_of(r)]
+    soup = copy.deepcopy(heads[0])
+    soup.load_state_dict(ed.ensembles.uniform_soup([h.state_dict() for h in heads]))
+    return _apply([soup], feats)
+
+
+def evaluate(logits: Tensor, labels: Tensor | None = None) -> dict[str, float]:
+    """#unique, mean PDS (Eq. 8, with 1/C) and, with labels, member / oracle / ensemble accuracy (%)."""
+    probs = logits.softmax(-1)
+    out = {"unique": float(mt.num_unique(logits.argmax(-1)).mean()), "pds": float(mt.pds(probs).mean())}
+    if labels is not None and len(labels) and labels.min() >= 0:
+        acc = (logits.argmax(-1) == labels).float().mean(1) * 100
+        out.update(member_acc=float(acc.mean()), oracle_acc=float(acc.max()),
+                   ensemble_acc=float((logits.mean(0).argmax(-1) == labels).float().mean() * 100))
+    return out
+
+
+def detection(id_logits: Tensor, ood_logits: Tensor) -> dict[str, float]:
+    """OOD-detection AUROC of the BMA confidence (Eq. 7, negated) and of PDS (Eq. 8), ID = clean test set."""
+    p_id, p_ood = id_logits.softmax(-1), ood_logits.softmax(-1)
+    return {"BMA": float(mt.auroc(-mt.bma_confidence(p_id), -mt.bma_confidence(p_ood))),
+            "PDS": float(mt.auroc(mt.pds(p_id), mt.pds(p_ood)))}
+
+
+def summary(cfg: dict, methods: Sequence[str], roles: Sequence[str], members: int | None = None) -> pd.DataFrame:
+    """One row per (method, set): #unique, PDS, member / oracle / ensemble accuracy and, for OOD roles,
+    detection AUROC against the clean test set."""
+    rows = []
+    for method in methods:
+        id_logits = ensemble_logits(cfg, method, "val", members)
+        for role in roles:
+            logits = id_logits if role == "val" else ensemble_logits(cfg, method, role, members)
+            row = {"method": method, "set": role, **evaluate(logits, set_features(cfg, role)[1])}
+            if role != "val":
+                row.update({f"auroc_{k}": v for k, v in detection(id_logits, logits).items()})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---- the authors' released tables -------------------------------------------------------------------------
+_RELEASED_METRIC = {"('best_single_model', 100)": "oracle", "('ensemble', 100)": "ensemble", "('soup', 100)": "soup",
+                    "div_different_preds": "unique", "div_continous_unique": "pds_sum", "ensemble_conf": "BMA",
+                    "div_continous_unique_per_sample": "PDS"}
+#: released model -> what the README says it is
+RELEASED_MODELS = {"ood_gen_": "OOD_gen.yaml (M 5, λ 0)", "ood_det_cov_": "OOD_det_covariate.yaml (M 5, λ 5)",
+                   "ood_det_sem_": "OOD_det_semantic.yaml (M 5, λ 0.5)",
+                   "50_models_": "50_models.yaml (M 50, λ 0.0002)"}
+
+
+def released_tables() -> pd.DataFrame:
+    """The authors' released result tables (``book/data/sed``, two-row headers) in long form: one row per
+    (table, model, metric, set, value); metrics ``oracle`` / ``ensemble`` / ``soup`` (accuracy %), ``unique``,
+    ``pds_sum`` (PDS without 1/C), and detection AUROC ``BMA`` / ``PDS``."""
+    root = project_root() / "book" / "data" / "sed"
+    rows = []
+    for table, fname in (("generalisation", "filled_ood_gen_df.csv"), ("detection", "filled_ood_det_df.csv")):
+        raw = pd.read_csv(root / fname, header=None, dtype=str)
+        sets, metrics = raw.iloc[0], raw.iloc[1]
+        for _, line in raw.iloc[2:].iterrows():
+            for col in range(1, raw.shape[1]):
+                metric = _RELEASED_METRIC.get(str(metrics[col]))
+                if metric is None or pd.isna(line[col]):
+                    continue
+                rows.append({"table": table, "model": line[0], "metric": metric, "set": sets[col],
+                             "value": float(line[col])})
+    return pd.DataFrame(rows)
+
+
+# ---- cost --------------------------------------------------------------------------------------------------
+def time_steps(members: int, loss: str, *, dim: int = 48, classes: int = 10, batch: int = 64, steps: int = 30,
+               repeats: int = 3, subset: int = 2, pairs: str = "all", lam: float = 1.0, seed: int = 0) -> float:
+    """Median seconds per training step (forward, loss, backward, AdamW step) of ``members`` linear heads on
+    random features: ``sed`` (|I| = ``subset``) or ``naive_a2d`` with ``pairs`` ``all`` / ``one_vs_rest``."""
+    torch.manual_seed(seed)
+    heads = [nn.Linear(dim, classes) for _ in range(members)]
+    paired = loss == "naive_a2d"
+    fn = ed.losses.ensemble_loss(loss)
+    opts = {"pairs": pairs} if paired else {}
+    stack = HeadStack(heads, loss_fn=lambda lg, y: fn(lg, y, lam=lam, **opts), subset=0 if paired else subset,
+                      paired_ood=paired)
+    opt = torch.optim.AdamW(stack.parameters(), lr=1e-3)
+    x = torch.randn(batch, 2 * dim if paired else dim)
+    y = torch.randint(0, classes, (batch,))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            opt.zero_grad(set_to_none=True)
+            stack.training_loss(x, y).backward()
+            opt.step()
+        times.append((time.perf_counter() - t0) / steps)
+    return float(np.median(times))
+
+
+def fit_exponent(sizes: Sequence[int], seconds: Sequence[float]) -> float:
+    """Slope of log(seconds) against log(M): the exponent k of time ∝ M^k."""
+    x, y = np.log(np.asarray(sizes, float)), np.log(np.asarray(seconds, float))
+    return float(np.polyfit(x, y, 1)[0]) if len(x) > 1 and np.isfinite(y).all() else math.nan

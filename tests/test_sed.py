@@ -1,0 +1,103 @@
+"""SED chapter plumbing: subset training leaves unsampled heads untouched, the ViT block cut, Heads with an
+unlabeled OOD stream end to end, the uniform soup, the released tables and the chapter presets."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import ensdiv as ed
+from ensdiv import losses
+from ensdiv.chapters import sed as ch
+from ensdiv.models.stack import BackboneWithHeads, HeadStack, cut_features, draw_subset, vit_block_head
+from ensdiv.store import Store
+
+
+def _state(m: nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in m.parameters()]
+
+
+def test_unsampled_heads_do_not_change_in_a_step():
+    torch.manual_seed(0)
+    heads = [nn.Linear(6, 3) for _ in range(5)]
+    stack = HeadStack(heads, loss_fn=lambda lg, y: losses.sed(lg, y, lam=1.0), subset=2)
+    opt = torch.optim.AdamW(stack.parameters(), lr=0.1, weight_decay=0.1)
+    before = [_state(h) for h in heads]
+    x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    torch.manual_seed(7)
+    chosen = draw_subset(5, 2).tolist()
+    torch.manual_seed(7)
+    stack.training_loss(x, y).backward()
+    opt.step()
+    for k, h in enumerate(heads):
+        moved = any(not torch.equal(a, b) for a, b in zip(before[k], _state(h), strict=True))
+        assert moved == (k in chosen), (k, chosen)
+
+
+def test_subset_draw_matches_the_loss_sampler():
+    torch.manual_seed(3)
+    a = draw_subset(9, 3)
+    torch.manual_seed(3)
+    assert a.tolist() == losses.sample_members(9, 3).tolist()
+
+
+def test_block_cut_reproduces_the_vit_and_reloads_into_linear_heads():
+    model = ed.create_model("test_vit", num_classes=10, in_chans=1, img_size=28).eval()
+    x = torch.rand(3, 1, 28, 28)
+    torch.testing.assert_close(vit_block_head(model)(cut_features(model, x, "block")), model(x))
+    full = BackboneWithHeads(model, HeadStack([vit_block_head(model) for _ in range(2)], cut="block"))
+    empty = BackboneWithHeads(copy.deepcopy(model), HeadStack([nn.Linear(8, 10) for _ in range(2)]))
+    empty.load_state_dict(full.state_dict())
+    assert empty.cut == "block"
+    torch.testing.assert_close(empty(x), full(x))
+    with pytest.raises(ed.InvalidInputError):
+        cut_features(ed.create_model("test_resnet", num_classes=10, in_chans=1, img_size=28), x, "block")
+
+
+def test_uniform_soup_of_heads_is_the_mean_of_state_dicts():
+    heads = [nn.Linear(4, 3) for _ in range(3)]
+    soup = ed.ensembles.uniform_soup([h.state_dict() for h in heads])
+    for k in ("weight", "bias"):
+        torch.testing.assert_close(soup[k], torch.stack([h.state_dict()[k] for h in heads]).mean(0))
+
+
+def test_heads_recipe_with_ood_stream_subset_and_block_cut_trains_and_reloads(tmp_path):
+    st = Store(tmp_path)
+    bb = ed.Recipe.make(model="test_vit", epochs=1, train_subset=128, batch_size=64, optimizer="adamw", lr=1e-3)
+    for method in (
+        ed.Heads(backbone=bb.to_dict(), members=3, loss="naive_a2d", lam=1.0, cut="block", ood_set="letters"),
+        ed.Heads(backbone=bb.to_dict(), members=3, loss="sed", lam=1.0, subset=2, cut="block", feature_passes=1),
+        ed.Heads(backbone=bb.to_dict(), members=2, loss="naive_divdis", lam=1.0, ood_set="letters",
+                 options={"reg_weight": 0.5}),
+    ):
+        r = bb.replace(method=method, augment="flip")
+        model = ed.train_recipe(r, store=st, progress=False)
+        x = ed.get_dataset("fmnist/test").x[:4]
+        assert model(x).shape == (method.members, 4, 10)
+        torch.testing.assert_close(ed.train_recipe(r, store=st, progress=False)(x), model(x))
+    with pytest.raises(ed.EnsdivError):
+        ed.train_recipe(bb.replace(method=ed.Heads(backbone=bb.to_dict(), members=2, loss="naive_a2d")), store=st,
+                        progress=False)
+    with pytest.raises(ed.UnknownNameError):
+        ed.Heads(backbone=bb.to_dict(), cut="neck")
+
+
+def test_released_tables_hold_the_readme_numbers():
+    t = ch.released_tables()
+    cov = t[(t.model == "ood_det_cov_") & (t.metric == "oracle") & (t.set == "in_val")].value.iloc[0]
+    assert cov == pytest.approx(0.57, abs=0.01)
+    pds = t[(t.model == "ood_det_sem_") & (t.metric == "PDS") & (t.set == "iNaturalist")].value.iloc[0]
+    assert pds == pytest.approx(0.977, abs=1e-3)
+
+
+def test_presets_and_fit_exponent():
+    for stem in ("tab01_unique", "tab02_generalisation", "tab03_detection", "fig02_divergent_samples",
+                 "fig03_lambda_sweep", "fig04_ensemble_size", "cost_step_time"):
+        for scale in ("smoke", "cpu", "paper"):
+            assert ch.preset(stem, scale, verbose=False)["cut"] == "block"
+    assert ch.fit_exponent([2, 4, 8], [1.0, 4.0, 16.0]) == pytest.approx(2.0)
+    with pytest.raises(ed.UnknownNameError):
+        ch.method_recipes(ch.preset("tab01_unique", "smoke", verbose=False), "bagging")
