@@ -107,7 +107,7 @@ def _cmd_book(args: argparse.Namespace) -> int:
 
 def _cmd_zoo(args: argparse.Namespace) -> int:
     if args.action == "build":
-        table = zoo.zoo_build(args.scale, only=args.only)
+        table = zoo.zoo_build(args.scale, only=args.only, workers=args.workers)
     else:
         table = zoo.zoo_list(args.scale, only=args.only)
     print(table.to_string())
@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("action", choices=["build", "list"])
     zoo.add_argument("--scale", default="cpu")
     zoo.add_argument("--only", nargs="*", help="only these recipe names")
+    zoo.add_argument("--workers", type=int, default=1,
+                     help="training processes, one thread each (2 keeps two cores busy with small models)")
     zoo.set_defaults(func=_cmd_zoo)
 
     bench = sub.add_parser("bench", help="run the benchmarks (JSON into benchmarks/results/)")
