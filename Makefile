@@ -21,6 +21,7 @@ $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[book,test]"
+	$(PY) -m pip install -q --no-deps "torchattacks>=3.5"  # see pyproject.toml: its requests pin is spurious
 	@touch $@
 
 # Fashion-MNIST: $ENSDIV_DATA, else Debian's package (installed here when apt is usable),

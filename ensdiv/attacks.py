@@ -1,4 +1,5 @@
-"""Adversarial attacks in [0, 1] pixel space: PGD (the SAT paper's attack), APGD-CE and MI-FGSM.
+"""Adversarial attacks in [0, 1] pixel space: PGD (the SAT paper's attack), APGD-CE and MI-FGSM, and
+the library versions of APGD-CE and AutoAttack from ``torchattacks`` (:func:`apgd_ce`, :func:`autoattack`).
 
 Every attack works on images in [0, 1] at the dataset's resolution. A model may declare its own
 input pipeline (ImageNet timm models do, through ``pretrained_cfg``); :func:`input_spec` reads it and
@@ -23,7 +24,7 @@ from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.models.input_spec import forward_pixels, input_spec, resize_to
 
 __all__ = [
-    "pgd", "apgd", "apgd_checkpoints", "mi_fgsm", "ATTACKS",
+    "pgd", "apgd", "apgd_checkpoints", "mi_fgsm", "apgd_ce", "autoattack", "ATTACKS",
     "run_attack", "PGD_DEFAULTS",
 ]
 
@@ -270,12 +271,104 @@ def apgd(
     return _batched(model, x, y, eps=eps, steps=steps, batch_size=batch_size, attack_batch=attack_batch)
 
 
-#: Attacks by name (for :func:`ensdiv.transfer.sat_matrix`).
-ATTACKS = {"pgd": pgd, "apgd": apgd, "mi_fgsm": mi_fgsm}
+class _Pixels(nn.Module):
+    """``model`` behind its own input pipeline: [0, 1] images at the model's resolution in, logits out."""
+
+    def __init__(self, model: nn.Module, spec):
+        super().__init__()
+        self.model, self.spec = model, spec
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return forward_pixels(self.model, x, self.spec)
+
+
+def _torchattacks(make, model, x, y, *, eps, steps, batch_size):
+    """Run the torchattacks attack ``make(wrapped_model, first_batch)`` per batch through :func:`_batched`."""
+
+    def attack_batch(xb, yb, spec, device):
+        wrapped = _Pixels(model, spec).eval()
+        atk = make(wrapped, xb)
+        atk.set_device(device)
+        return atk(xb, yb).detach()
+
+    return _batched(model, x, y, eps=eps, steps=steps, batch_size=batch_size, attack_batch=attack_batch)
+
+
+def apgd_ce(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    eps: float = PGD_DEFAULTS["eps"],
+    steps: int = 100,
+    n_restarts: int = 1,
+    rho: float = 0.75,
+    seed: int = 0,
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """APGD-CE, L∞ (Croce & Hein 2020), as implemented by ``torchattacks.APGD`` (``loss="ce"``).
+
+    AutoAttack's first attack, from a maintained library; the SAT paper's Fig. G.1 compares PGD with
+    AutoAttack. The model's own resize/normalisation is applied inside, as :func:`pgd`. :func:`apgd`
+    is our transcription of the same algorithm (kept for its tests against the paper's pseudo-code).
+
+    Args:
+        model: classifier. x: clean images in [0, 1]. y: true labels.
+        eps: L∞ radius. steps: iterations (AutoAttack: 100). n_restarts: random restarts.
+        rho: checkpoint condition (paper: 0.75). seed: torchattacks' seed of the random start.
+        batch_size: images attacked at once.
+
+    Returns:
+        Adversarial images in [0, 1]; shapes as :func:`pgd`.
+    """
+    import torchattacks
+
+    def make(m, _xb):
+        return torchattacks.APGD(m, norm="Linf", eps=eps, steps=steps, n_restarts=n_restarts, seed=int(seed),
+                                 loss="ce", rho=rho)
+
+    return _torchattacks(make, model, x, y, eps=eps, steps=steps, batch_size=batch_size)
+
+
+def autoattack(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    eps: float = PGD_DEFAULTS["eps"],
+    version: str = "standard",
+    seed: int = 0,
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """AutoAttack, L∞ (Croce & Hein 2020), as implemented by ``torchattacks.AutoAttack``.
+
+    The ``"standard"`` version runs APGD-CE, APGD-T, FAB-T and Square (5,000 queries) in turn on the
+    images not yet fooled; ``"rand"`` runs APGD-CE and APGD-DLR with EOT. The number of classes is read
+    from one forward pass. This is the paper's second attack of Fig. G.1, and expensive: Square alone
+    makes 5,000 forward passes per image the other attacks failed on.
+
+    Returns:
+        Adversarial images in [0, 1]; shapes as :func:`pgd`.
+    """
+    import torchattacks
+
+    if version not in ("standard", "plus", "rand"):
+        raise unknown_name("AutoAttack version", version, ["standard", "plus", "rand"])
+
+    def make(m, xb):
+        with torch.no_grad():
+            n_classes = int(m(xb[:1]).shape[-1])
+        return torchattacks.AutoAttack(m, norm="Linf", eps=eps, version=version, n_classes=n_classes, seed=int(seed))
+
+    return _torchattacks(make, model, x, y, eps=eps, steps=0, batch_size=batch_size)
+
+
+#: Attacks by name (for :func:`ensdiv.transfer.sat_matrix`): ours, and torchattacks' APGD-CE and AutoAttack.
+ATTACKS = {"pgd": pgd, "apgd": apgd, "mi_fgsm": mi_fgsm, "apgd_ce": apgd_ce, "autoattack": autoattack}
 
 
 def run_attack(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor, **kwargs) -> torch.Tensor:
-    """Run the attack called ``name`` (``"pgd"``, ``"apgd"`` or ``"mi_fgsm"``) with keyword options ``kwargs``."""
+    """Run the attack called ``name`` (a key of :data:`ATTACKS`) with keyword options ``kwargs``."""
     if name not in ATTACKS:
         raise unknown_name("attack", name, ATTACKS)
     return ATTACKS[name](model, x, y, **kwargs)

@@ -191,3 +191,57 @@ def test_apgd_drives_own_accuracy_to_zero_without_a_step_size(trained):
         assert float((model(adv).argmax(1) == y[ok]).float().mean()) < 0.05
     with pytest.raises(EnsdivError, match="non-negative"):
         apgd(model, x, y, eps=-0.1)
+
+
+# ---- against torchattacks (a maintained library we did not write) ------------------------------------
+def _tiny_cnn(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 8 * 8, 5)).eval()
+
+
+def test_pgd_matches_torchattacks_pgd_without_random_start():
+    torchattacks = pytest.importorskip("torchattacks")
+    model = _tiny_cnn()
+    x = torch.rand(12, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    y = torch.randint(0, 5, (12,), generator=torch.Generator().manual_seed(1))
+    for eps, alpha, steps in [(8 / 255, 2 / 255, 10), (0.1, 0.03, 5)]:
+        ours = pgd(model, x, y, eps=eps, alpha=alpha, steps=steps, random_start=False)
+        theirs = torchattacks.PGD(model, eps=eps, alpha=alpha, steps=steps, random_start=False)(x, y)
+        assert torch.allclose(ours, theirs, atol=1e-6), float((ours - theirs).abs().max())
+
+
+def test_pgd_with_an_input_pipeline_matches_torchattacks_on_the_wrapped_model():
+    torchattacks = pytest.importorskip("torchattacks")
+    model = _tiny_cnn(1)
+    model.ensdiv_input = {"size": 8, "mean": (0.4,), "std": (0.2,)}
+    x = torch.rand(6, 1, 8, 8, generator=torch.Generator().manual_seed(2))
+    y = torch.arange(6) % 5
+
+    class Normalised(nn.Module):  # the normalisation written by hand, as part of the model torchattacks sees
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, z):
+            return self.inner((z - 0.4) / 0.2)
+
+    wrapped = Normalised().eval()
+    ours = pgd(model, x, y, eps=0.05, alpha=0.01, steps=6, random_start=False)
+    theirs = torchattacks.PGD(wrapped, eps=0.05, alpha=0.01, steps=6, random_start=False)(x, y)
+    assert torch.allclose(ours, theirs, atol=1e-6)
+
+
+def test_torchattacks_apgd_ce_and_autoattack_through_run_attack(trained):
+    pytest.importorskip("torchattacks")
+    model, x, y = trained
+    with torch.no_grad():
+        ok = model(x).argmax(1) == y
+    xs, ys = x[ok][:60], y[ok][:60]
+    for name, kw in [("apgd_ce", {"steps": 20}), ("autoattack", {"version": "standard"})]:
+        adv = run_attack(name, model, xs, ys, eps=0.2, seed=0, **kw)
+        assert adv.shape == xs.shape
+        assert float((adv - xs).abs().max()) <= 0.2 + 1e-5 and float(adv.min()) >= 0 and float(adv.max()) <= 1
+        with torch.no_grad():
+            assert float((model(adv).argmax(1) == ys).float().mean()) < 0.05, name
+    with pytest.raises(UnknownNameError, match="AutoAttack version"):
+        run_attack("autoattack", model, xs, ys, version="fast")

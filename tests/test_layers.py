@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("errors", "paths", "store", "config", "progress")),
     ("data", ("data",)),
     ("models", ("models",)),
-    ("losses", ("losses", "losses_ncl")),
+    ("losses", ("losses",)),
     ("train", ("train",)),
     ("predict", ("predict", "workers")),
     ("metrics", ("metrics", "analysis")),

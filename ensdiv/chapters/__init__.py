@@ -18,6 +18,7 @@ from typing import Any
 from ensdiv.chapters import (
     attack_similarity,
     design_diversity,
+    design_diversity_training,
     foundations,
     packed_ensembles,
     sed,
@@ -29,17 +30,19 @@ from ensdiv.config import Config
 from ensdiv.errors import unknown_name
 
 __all__ = [
-    "CHAPTERS", "preset", "list_presets", "attack_similarity", "design_diversity", "foundations", "packed_ensembles",
-    "sed", "training_methods", "zoo",
+    "CHAPTERS", "MODULES", "preset", "list_presets", "attack_similarity", "design_diversity",
+    "design_diversity_training", "foundations", "packed_ensembles", "sed", "training_methods", "zoo",
 ]
 
-#: chapter slug -> its module
-CHAPTERS = {m.SLUG: m for m in (foundations, design_diversity, training_methods, attack_similarity, packed_ensembles,
-                                 sed)}
+#: every chapter module (a chapter may have two: design-diversity's halves share one slug)
+MODULES = (foundations, design_diversity, design_diversity_training, training_methods, attack_similarity,
+           packed_ensembles, sed)
+#: chapter slug -> its first module
+CHAPTERS = {m.SLUG: m for m in reversed(MODULES)}
 
 
 def _all_presets() -> dict[str, dict]:
-    return {name: spec for module in CHAPTERS.values() for name, spec in module.PRESETS.items()}
+    return {name: spec for module in MODULES for name, spec in module.PRESETS.items()}
 
 
 def list_presets() -> list[str]:
@@ -52,5 +55,4 @@ def preset(name: str, scale: str = "cpu", /, *, verbose: bool = True, **override
     slug = name.split("/", 1)[0]
     if slug not in CHAPTERS:
         raise unknown_name("preset", name, _all_presets())
-    module = CHAPTERS[slug]
-    return chapter_preset(slug, module.PRESETS, name, scale, verbose=verbose, **overrides)
+    return chapter_preset(slug, _all_presets(), name, scale, verbose=verbose, **overrides)

@@ -5,7 +5,10 @@ Importing this package imports every module that registers models (as timm's ``m
 so ``create_model`` / ``list_models`` see the whole registry after ``import ensdiv``.
 """
 
-from ensdiv.models import cpu  # noqa: F401 - registers the CPU-scale architectures
+from ensdiv.models import (
+    cpu,  # noqa: F401 - registers the CPU-scale architectures
+    supernet,  # noqa: F401 - registers the weight-sharing super-network (design-diversity)
+)
 from ensdiv.models.efficient import BatchEnsembleResNet, MasksemblesResNet, MIMOResNet
 from ensdiv.models.input_spec import InputSpec, forward_pixels, input_spec
 from ensdiv.models.layers import PackedConv2d, PackedLinear, packed_mask, packed_param_count, to_members

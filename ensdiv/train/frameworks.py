@@ -205,7 +205,7 @@ def joint_loss(method: Joint | Heads, optim: Optim) -> Callable[[torch.Tensor, t
     :mod:`ensdiv.losses` with the method's λ and options (label smoothing passed to ``independent``)."""
     fn = losses.ensemble_loss(method.loss)
     options = dict(method.options)
-    if method.loss in ("independent", "sed", "naive_a2d", "naive_divdis"):
+    if method.loss in ("independent", "sed", "naive_a2d", "naive_divdis", "balanced") or method.loss.startswith("gncl"):
         options.setdefault("label_smoothing", optim.label_smoothing)
 
     def loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

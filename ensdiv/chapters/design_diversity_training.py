@@ -1,0 +1,486 @@
+"""The design-diversity chapter, second half (Rosales, Munoz, Paulitsch): Fig. 8-12, Sec. 4.3.1, Table 2.
+
+* a weight-sharing super-network (:mod:`ensdiv.models.supernet`), trained once by progressive shrinking
+  from a trained full network, and eleven sub-networks of similar size extracted from it as ordinary
+  models (batch norm recalibrated per sub-network) — Fig. 8, Fig. 9;
+* jointly trained three-member ensembles of one architecture under the NCL losses of
+  :mod:`ensdiv.losses.ncl` (independent, GNCL with four consensus rules, masked GNCL, balanced) and the
+  attribution-variance loss (Eq. 8) — Fig. 10, Sec. 4.3.1;
+* three ensembles compared on prediction, attribution and representation diversity — Table 2, Fig. 11, 12.
+
+Evaluation sets, cached logits and Saliency maps, and the Eq. 7 sweep come from the first half
+(:mod:`ensdiv.chapters.design_diversity`); a sub-network or a jointly trained member is an ``nn.Module``
+carrying ``ensdiv_cache_id`` (what decides it) and ``ensdiv_name``, so those helpers cache its outputs too.
+
+**Divergence is a result.** A run whose loss becomes non-finite stops; :func:`train_joint` records the epoch
+and step, the last finite loss and the members of the last finished epoch (the engine raises
+``EnsdivError("Training diverged ...")``, which is caught here) and caches that record like a finished run.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+import ensdiv as ed
+from ensdiv.chapters import design_diversity as dd
+from ensdiv.chapters._presets import chapter_preset
+from ensdiv.errors import EnsdivError, unknown_name
+from ensdiv.losses import ENSEMBLE_LOSSES
+from ensdiv.losses.ncl import NCL_LOSSES, attribution_penalty
+from ensdiv.models.supernet import (
+    SubnetConfig,
+    SuperResNet,
+    all_configs,
+    extract_subnet,
+    recalibrate_bn,
+    sample_config,
+    subnet_params,
+)
+from ensdiv.train import build_model, cpu_state, fit, load_training_set, model_cache_config
+
+SLUG = dd.SLUG
+JOINT_VERSION = 1
+SUPERNET_VERSION = 1
+ATTRIBUTION_LOSS = "attribution_variance"
+
+__all__ = [
+    "SLUG", "PRESETS", "preset", "HEURISTICS", "PAPER_TABLE2", "PAPER_FIG10_CLAIMS", "SET_KEYS", "SET_LABELS",
+    "JointRun", "joint_recipe", "train_joint", "joint_members", "supernet", "subnetworks", "select_configs",
+    "pair_diversity", "attribution_methods", "ensemble_accuracy", "equitability_split", "layer_names",
+    "cka_between", "diversity_sweep", "chapter_logits", "chapter_labels", "chapter_attributions", "eval_set",
+    "model_name", "chapter_models", "three_ensembles", "minmax",
+]  # fmt: skip
+
+SET_KEYS, SET_LABELS = dd.SET_KEYS, dd.SET_LABELS
+chapter_logits, chapter_labels, chapter_attributions = dd.chapter_logits, dd.chapter_labels, dd.chapter_attributions
+eval_set, model_name, chapter_models, diversity_sweep, minmax = (dd.eval_set, dd.model_name, dd.chapter_models,
+                                                                 dd.diversity_sweep, dd.minmax)  # fmt: skip
+
+#: Fig. 10's heuristics: label -> (loss name, options); every GNCL run and the balanced loss use λ = cfg.lam
+HEURISTICS: dict[str, tuple[str, dict]] = {
+    "independent": ("independent", {}),
+    "GNCL average": ("gncl_mean", {}),
+    "GNCL median": ("gncl_median", {}),
+    "GNCL geometric": ("gncl_geometric", {}),
+    "GNCL vote": ("gncl_vote", {}),
+    "masked GNCL": ("gncl_masked", {}),
+    "balanced (Eq. 3)": ("balanced", {}),
+}
+#: Table 2 of the paper: Shannon equitability on correctly / incorrectly classified samples
+PAPER_TABLE2 = pd.DataFrame(
+    [[0.13, 0.16, 0.29, 0.32, 0.23, 0.23, 0.46, 0.49, 0.62, 0.60, 0.57, 0.58],
+     [0.10, 0.13, 0.29, 0.31, 0.21, 0.23, 0.46, 0.49, 0.67, 0.69, 0.59, 0.63],
+     [0.12, 0.17, 0.35, 0.37, 0.25, 0.29, 0.51, 0.55, 0.74, 0.77, 0.67, 0.71]],
+    index=["attribution penalty", "GNCL", "heterogeneous"],
+    columns=pd.MultiIndex.from_product([["H_corr", "H_inco"], ["clean", "v2", "waterdrop", "lines", "plasma",
+                                                                "checkerboard"]]),
+)  # fmt: skip
+#: what the paper reports for Fig. 10 (no numbers are printed; the observation's counts)
+PAPER_FIG10_CLAIMS = {"corruptions where balanced is best": 3, "corruptions": 4}
+
+
+# ---- jointly trained ensembles -------------------------------------------------------------------------------
+def joint_recipe(cfg: Any, loss: str, lam: float, options: dict | None = None, **changes: Any) -> ed.Recipe:
+    """The recipe of a jointly trained ensemble of ``cfg.members`` copies of ``cfg.member_model``: AdaBelief
+    (lr, eps 1e-8, β = (0.9, 0.999)), the step schedule, no weight decay, ``cfg.train_subset`` images for
+    ``cfg.epochs`` epochs (``changes`` override any flat recipe field)."""
+    if loss not in NCL_LOSSES and loss not in ENSEMBLE_LOSSES and loss != ATTRIBUTION_LOSS:
+        raise unknown_name("ensemble loss", loss, [*ENSEMBLE_LOSSES, *NCL_LOSSES, ATTRIBUTION_LOSS])
+    r = ed.Recipe.make(model=cfg["member_model"], model_kwargs=dict(cfg["member_kwargs"]), dataset=cfg["train_set"],
+                       train_subset=cfg["train_subset"], epochs=cfg["epochs"], batch_size=cfg["batch_size"],
+                       optimizer="adabelief", lr=cfg["lr"], eps=1e-8, weight_decay=0.0, schedule="step",
+                       augment=cfg["augment"], seed=cfg["seed"])  # fmt: skip
+    r = r.replace(method=ed.Joint(members=cfg["members"], loss=loss, lam=float(lam), options=dict(options or {})))
+    return r.replace(**changes) if changes else r
+
+
+@dataclass
+class JointRun:
+    """One jointly trained ensemble: how its training ended and its members (those of the last finished epoch)."""
+
+    recipe: ed.Recipe
+    label: str
+    status: str  # "finished" | "diverged"
+    epochs_done: int
+    history: list[float]  # mean training loss of each finished epoch
+    diverged_epoch: int | None = None
+    diverged_step: int | None = None  # global optimisation step (1-based) whose loss was non-finite
+    last_finite_loss: float | None = None
+    train_time_s: float = 0.0
+    members: list[nn.Module] = field(default_factory=list)
+
+    def row(self) -> dict:
+        return {"run": self.label, "loss": self.recipe.method.loss, "λ": self.recipe.method.lam, "status": self.status,
+                "epochs finished": self.epochs_done, "diverged at epoch": self.diverged_epoch,
+                "diverged at step": self.diverged_step, "last finite loss": self.last_finite_loss,
+                "last epoch loss": self.history[-1] if self.history else None,
+                "train time (s)": round(self.train_time_s, 1)}  # fmt: skip
+
+
+def _loss_fn(recipe: ed.Recipe, stack: ed.MemberStack):
+    m = recipe.method
+    if m.loss == ATTRIBUTION_LOSS:
+        return lambda _w, x, y: attribution_penalty(list(stack.members), x, y, lam=m.lam, **m.options)
+    fn = NCL_LOSSES.get(m.loss) or ENSEMBLE_LOSSES[m.loss]
+    return lambda w, x, y: fn(w(x), y, lam=m.lam, **m.options)
+
+
+def _train_joint(recipe: ed.Recipe) -> dict:
+    data = load_training_set(recipe)
+    shape = {"num_classes": max(data.num_classes, int(data.y.max()) + 1), "in_chans": int(data.x.shape[1]),
+             "img_size": int(data.x.shape[-1])}  # fmt: skip
+    members = [build_model(recipe, init_seed=recipe.seeds.init + i, **shape) for i in range(recipe.method.members)]
+    stack = ed.MemberStack(members)
+    inner = _loss_fn(recipe, stack)
+    track: dict[str, Any] = {"step": 0, "last": None, "bad_step": None, "state": None, "history": []}
+
+    def loss_fn(w: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = inner(w, x, y)
+        track["step"] += 1
+        if torch.isfinite(loss):
+            track["last"] = float(loss.detach())
+        elif track["bad_step"] is None:
+            track["bad_step"] = track["step"]
+        return loss
+
+    def on_epoch_end(epoch: int, state: dict) -> None:
+        track["history"].append(float(state["loss"]))
+        track["state"] = cpu_state(stack)
+
+    t0 = time.perf_counter()
+    status, bad_epoch = "finished", None
+    try:
+        fit(stack, data, recipe.optim, seed=recipe.seeds.order, augment=recipe.data.augment, loss_fn=loss_fn,
+            desc=recipe.label, on_epoch_end=on_epoch_end)  # fmt: skip
+    except EnsdivError as exc:  # the engine's "Training diverged (loss nan) at epoch E; ..."
+        hit = re.search(r"Training diverged .* at epoch (\d+)", str(exc))
+        if hit is None:
+            raise
+        status, bad_epoch = "diverged", int(hit.group(1))
+    return {"shape": shape, "state": track["state"], "history": track["history"], "status": status,
+            "diverged_epoch": bad_epoch, "diverged_step": track["bad_step"] if status == "diverged" else None,
+            "last_finite_loss": track["last"], "train_time_s": time.perf_counter() - t0}  # fmt: skip
+
+
+def train_joint(recipe: ed.Recipe, label: str = "") -> JointRun:
+    """Train (once; cached as kind ``dd-joint``, keyed by :func:`ensdiv.train.model_cache_config` of the recipe)
+    the jointly trained ensemble of ``recipe`` and return its :class:`JointRun`. A non-finite loss ends the
+    run as ``"diverged"`` (not an exception); its members are those of the last finished epoch (none when it
+    diverged in the first epoch)."""
+    conf = {"version": JOINT_VERSION, "model": model_cache_config(recipe)}
+    p = ed.cached("dd-joint", conf, lambda: _train_joint(recipe))
+    run = JointRun(recipe, label or recipe.method.loss, p["status"], len(p["history"]), list(p["history"]),
+                   p["diverged_epoch"], p["diverged_step"], p["last_finite_loss"], float(p["train_time_s"]))
+    if p["state"] is not None:
+        members = [build_model(recipe, **p["shape"]) for _ in range(recipe.method.members)]
+        stack = ed.MemberStack(members)
+        stack.load_state_dict(p["state"])
+        for i, m in enumerate(stack.members):
+            m.eval()
+            m.ensdiv_cache_id = {**conf, "member": i, "epochs": len(p["history"])}
+            m.ensdiv_name = f"{run.label} [{i}]"
+        run.members = list(stack.members)
+    return run
+
+
+def joint_members(run: JointRun) -> list[nn.Module]:
+    """The run's members; one clear sentence when it has none (diverged in its first epoch)."""
+    if not run.members:
+        raise EnsdivError(f"The run {run.label!r} diverged at step {run.diverged_step} of its first epoch: it has no "
+                          "finished epoch to evaluate.")
+    return run.members
+
+
+# ---- the super-network ------------------------------------------------------------------------------------------
+def _supernet_base(cfg: Any) -> ed.Recipe:
+    return ed.Recipe.make(model=cfg["supernet_model"], dataset=cfg["train_set"], train_subset=cfg["supernet_subset"],
+                          epochs=cfg["supernet_epochs"][0], batch_size=cfg["batch_size"], optimizer="sgd",
+                          lr=cfg["supernet_lr"], weight_decay=5e-4, schedule="cosine", augment=cfg["augment"],
+                          seed=cfg["seed"], name="supernet-base")  # fmt: skip
+
+
+def supernet(cfg: Any) -> SuperResNet:
+    """The super-network trained by progressive shrinking (cached as kind ``dd-supernet``).
+
+    1. the full network trained as an ordinary model (a cached recipe, ``supernet_epochs[0]`` epochs, SGD);
+    2. inner channels sorted by importance (:meth:`SuperResNet.reorganize_widths`);
+    3. ``supernet_epochs[1]`` epochs with a random depth per batch, then ``supernet_epochs[2]`` epochs with a random
+       depth and width per batch (BootstrapNAS's ``progressivity_of_elasticity: [depth, width]``), SGD at
+       ``supernet_lr / 10``, cosine.
+    """
+    base = _supernet_base(cfg)
+    e = list(cfg["supernet_epochs"])
+    conf = {"version": SUPERNET_VERSION, "base": model_cache_config(base), "stages": e[1:], "lr": cfg["supernet_lr"]}
+
+    def compute() -> dict:
+        net = ed.train_recipe(base)
+        net.reorganize_widths()
+        data = load_training_set(base)
+        for i, (elastic, epochs) in enumerate((("depth", e[1]), ("depth+width", e[2]))):
+            if epochs:
+                net.elastic = elastic
+                fit(net, data, base.optim.replace(epochs=epochs, lr=cfg["supernet_lr"] / 10),
+                    seed=base.seeds.order + 100 + i, augment=base.data.augment, desc=f"supernet {elastic}")
+        net.elastic = "none"
+        return {"state": cpu_state(net)}
+
+    net = build_model(base, **_shape(load_training_set(base)))
+    net.load_state_dict(ed.cached("dd-supernet", conf, compute)["state"])
+    net.ensdiv_cache_id = conf
+    return net.eval()
+
+
+def _shape(data: ed.TensorSet) -> dict:
+    return {"num_classes": max(data.num_classes, int(data.y.max()) + 1), "in_chans": int(data.x.shape[1]),
+            "img_size": int(data.x.shape[-1])}
+
+
+def select_configs(net: SuperResNet, n: int = 11, *, quantile: float = 0.5, candidates: int = 4000,
+                   seed: int = 0) -> list[SubnetConfig]:
+    """``n`` distinct configurations of similar size: those whose parameter count is closest to the
+    ``quantile`` of the candidates' counts (every configuration when there are at most ``candidates``, else
+    ``candidates`` seeded random draws); ties keep the candidates' order."""
+    pool = all_configs(net) if _n_configs(net) <= candidates else _sampled(net, candidates, seed)
+    sizes = np.array([subnet_params(net, c) for c in pool])
+    target = np.quantile(sizes, quantile)
+    order = np.argsort(np.abs(sizes - target), kind="stable")
+    return [pool[i] for i in order[:n]]
+
+
+def _n_configs(net: SuperResNet) -> int:
+    return len(all_configs(net)) if sum(net.blocks) <= 8 else 10**9
+
+
+def _sampled(net: SuperResNet, k: int, seed: int) -> list[SubnetConfig]:
+    g = torch.Generator().manual_seed(seed)
+    seen: dict[SubnetConfig, None] = {}
+    for _ in range(k):
+        seen.setdefault(sample_config(net, generator=g), None)
+    return list(seen)
+
+
+def subnetworks(cfg: Any) -> list[nn.Module]:
+    """The ``cfg.subnets`` sub-networks of similar size, extracted as ordinary models with their batch norm
+    recalibrated on ``cfg.bn_images`` training images (the same images for every sub-network)."""
+    net = supernet(cfg)
+    data = load_training_set(_supernet_base(cfg))
+    idx = dd.subset_index(len(data), cfg["bn_images"], cfg["seed"])
+    out = []
+    for c in select_configs(net, cfg["subnets"], seed=cfg["seed"]):
+        sub = recalibrate_bn(extract_subnet(net, c), data.x[idx])
+        sub.ensdiv_cache_id = {"supernet": net.ensdiv_cache_id, "config": c.to_dict(), "bn_images": cfg["bn_images"],
+                               "bn_seed": cfg["seed"]}  # fmt: skip
+        sub.ensdiv_name = c.label
+        out.append(sub)
+    return out
+
+
+# ---- attributions: Saliency vs Integrated Gradients (Fig. 9) ------------------------------------------------------
+def attribution_methods(steps: Sequence[int]) -> dict[str, dict]:
+    """``{"Saliency": ..., "IG 1": ..., ...}``: the captum method and its options per label."""
+    out = {"Saliency": {"method": "saliency"}}
+    out.update({f"IG {s}": {"method": "integrated_gradients", "n_steps": int(s)} for s in steps})
+    return out
+
+
+def pair_diversity(cfg: Any, models: Sequence[nn.Module], key: str = "clean") -> tuple[pd.DataFrame, pd.Series]:
+    """Eq. 7 of every pair of ``models`` under each attribution method of ``cfg.ig_steps`` (plus Saliency), on
+    ``cfg.fig9_images`` images of set ``key``; absolute attributions, Integrated Gradients from a black (all-zero)
+    baseline, target = the label. Returns ``(pairs × methods scores, seconds per method)``; maps and their
+    compute time are cached per model and method."""
+    data, name, idx = eval_set(cfg, key, cfg["fig9_images"])
+    set_key = dd._set_key(data, name, idx)
+    maps: dict[str, list[torch.Tensor]] = {}
+    secs: dict[str, float] = {}
+    for label, opts in attribution_methods(cfg["ig_steps"]).items():
+        maps[label], secs[label] = [], 0.0
+        for m in models:
+            conf = {"version": 1, "model": m.ensdiv_cache_id, "set": set_key, "abs": True, "target": "label",
+                    "baseline": 0.0, **opts}  # fmt: skip
+
+            def compute(m=m, opts=opts) -> dict:
+                for p in m.parameters():
+                    p.requires_grad_(False)
+                t0 = time.perf_counter()
+                a = ed.metrics.attributions(m.eval(), data.x, data.y, abs=True, batch_size=cfg["attr_batch"], **opts)
+                return {"maps": a, "seconds": torch.tensor(time.perf_counter() - t0)}
+
+            got = ed.cached("dd-attr-methods", conf, compute)
+            maps[label].append(got["maps"])
+            secs[label] += float(got["seconds"])
+    pairs = [(i, j) for i in range(len(models)) for j in range(i + 1, len(models))]
+    rows = {}
+    for i, j in pairs:
+        rows[f"{model_name(models[i])} · {model_name(models[j])}"] = {
+            label: float(ed.metrics.attribution_diversity(torch.stack([a[i], a[j]]))) for label, a in maps.items()}
+    return pd.DataFrame(rows).T, pd.Series(secs, name="seconds")
+
+
+# ---- ensembles and their diversity ----------------------------------------------------------------------------------
+def ensemble_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """Accuracy (%) of the logit-averaged ensemble."""
+    return 100 * float((logits.float().mean(0).argmax(-1) == labels).float().mean())
+
+
+def equitability_split(logits: torch.Tensor, labels: torch.Tensor, *, num_species: Any = "members"
+                       ) -> tuple[float, float]:
+    """Mean Shannon equitability (Eq. 5) of the members' votes on the samples the logit-averaged ensemble gets
+    right (H_corr) and wrong (H_inco); NaN where a group is empty."""
+    preds = logits.argmax(-1)
+    e = ed.metrics.equitability(preds, num_species=num_species, num_classes=logits.shape[-1])
+    right = logits.float().mean(0).argmax(-1) == labels
+    return (float(e[right].mean()) if right.any() else float("nan"),
+            float(e[~right].mean()) if (~right).any() else float("nan"))
+
+
+_SKIP = (nn.Identity, nn.Dropout, nn.ReLU, nn.GELU, nn.Flatten)
+
+
+def layer_names(model: nn.Module, *, max_layers: int = 12) -> list[str]:
+    """The layers compared by CKA: the model's top-level children, with containers (Sequential / ModuleList) opened
+    one level, skipping identities, dropouts and activations; at most ``max_layers`` evenly spaced, last kept."""
+    names = []
+    for n, child in model.named_children():
+        if isinstance(child, _SKIP):
+            continue
+        if isinstance(child, nn.Sequential | nn.ModuleList) and len(child) > 1:
+            names += [f"{n}.{k}" for k, g in child.named_children() if not isinstance(g, _SKIP)]
+        else:
+            names.append(n)
+    if len(names) > max_layers:
+        keep = np.unique(np.linspace(0, len(names) - 1, max_layers).round().astype(int))
+        names = [names[i] for i in keep]
+    return names
+
+
+def cka_between(cfg: Any, a: Any, b: Any, key: str = "clean") -> tuple[torch.Tensor, list, list]:
+    """Minibatch linear CKA (Eq. 6) of every layer of model (or zoo recipe) ``a`` with every layer of ``b`` on
+    ``cfg.cka_images`` images of set ``key`` in batches of ``cfg.cka_batch`` (cached). A constant layer has zero
+    self-similarity: minibatch CKA then divides a rounding residue by zero and returns inf or NaN; every
+    non-finite entry is returned as NaN."""
+    a, b = (dd._module(m) for m in (a, b))
+    data, name, idx = eval_set(cfg, key, cfg["cka_images"])
+    la, lb = layer_names(a), layer_names(b)
+    conf = {"version": 1, "a": dd._model_config(a), "b": dd._model_config(b), "set": dd._set_key(data, name, idx),
+            "layers": [la, lb], "batch": cfg["cka_batch"]}  # fmt: skip
+
+    def compute() -> dict:
+        batches = [data.x[i : i + cfg["cka_batch"]] for i in range(0, len(data), cfg["cka_batch"])]
+        return {"cka": ed.metrics.cka_map(a, b, batches, la, lb)}
+
+    cka = ed.cached("dd-cka", conf, compute)["cka"]
+    return torch.where(torch.isfinite(cka), cka, torch.full_like(cka, float("nan"))), la, lb
+
+
+def three_ensembles(cfg: Any) -> dict[str, list[nn.Module] | list[ed.Recipe]]:
+    """Table 2 / Fig. 11 / Fig. 12's ensembles: the attribution-penalty run at λ = ``cfg.attr_lam`` (its last
+    finished epoch), the GNCL average-consensus run of Fig. 10, and three heterogeneous zoo models (``cfg.hetero``)."""
+    attr = train_joint(_attr_recipe(cfg, cfg["attr_lam"]), f"attribution penalty λ={cfg['attr_lam']:g}")
+    gncl = train_joint(joint_recipe(cfg, "gncl_mean", cfg["lam"]), "GNCL average")
+    return {f"attribution penalty (Eq. 8, λ = {cfg['attr_lam']:g})": joint_members(attr),
+            f"GNCL average (Eq. 2, λ = {cfg['lam']:g})": joint_members(gncl),
+            "heterogeneous zoo": chapter_models(cfg, cfg["hetero"])}  # fmt: skip
+
+
+def _attr_recipe(cfg: Any, lam: float) -> ed.Recipe:
+    return joint_recipe(cfg, ATTRIBUTION_LOSS, lam, train_subset=cfg["attr_train_subset"], epochs=cfg["attr_epochs"])
+
+
+def heuristic_runs(cfg: Any) -> dict[str, JointRun]:
+    """Fig. 10: one jointly trained ensemble per heuristic of :data:`HEURISTICS` (λ = 0 for ``independent``)."""
+    return {label: train_joint(joint_recipe(cfg, loss, 0.0 if loss == "independent" else cfg["lam"], opts), label)
+            for label, (loss, opts) in HEURISTICS.items()}
+
+
+def attr_sweep(cfg: Any) -> list[JointRun]:
+    """Sec. 4.3.1: one attribution-penalty run per λ of ``cfg.lams``."""
+    return [train_joint(_attr_recipe(cfg, lam), f"λ = {lam:g}") for lam in cfg["lams"]]
+
+
+__all__ += ["attr_sweep", "heuristic_runs"]
+
+# ---- presets ---------------------------------------------------------------------------------------------------------
+_JOINT_CPU = {"member_model": "resnet", "member_kwargs": {"channels": [8, 16, 32, 64]}, "members": 3, "lam": 0.2,
+              "train_set": "fmnist/train", "train_subset": 5000, "epochs": 3, "batch_size": 64, "lr": 1e-3,
+              "augment": "flip"}  # fmt: skip
+_JOINT_SMOKE = {**_JOINT_CPU, "member_model": "test_resnet", "member_kwargs": {}, "train_subset": 128, "epochs": 1}
+# paper: ResNet-50 members, AdaBelief lr 1e-3, eps 1e-8, batch 64, 100 epochs, λ 0.2 (Sec. 4.3)
+_JOINT_PAPER = {**_JOINT_CPU, "member_model": "resnet50", "member_kwargs": {}, "train_set": "imagenet/train",
+                "train_subset": 0, "epochs": 100, "augment": "flipcrop"}  # fmt: skip
+_ATTR = {"lams": [10.0, 1.0, 0.1, 0.01, 0.001], "attr_lam": 0.001}
+_ATTR_CPU = {**_ATTR, "attr_train_subset": 2500, "attr_epochs": 2}
+_ATTR_SMOKE = {**_ATTR, "attr_train_subset": 128, "attr_epochs": 1}
+_ATTR_PAPER = {**_ATTR, "attr_train_subset": 0, "attr_epochs": 100}
+_SN_CPU = {"supernet_model": "supernet", "supernet_subset": 10000, "supernet_epochs": [3, 1, 2], "supernet_lr": 0.05,
+           "subnets": 11, "bn_images": 1500, "train_set": "fmnist/train", "batch_size": 64, "augment": "flip"}
+_SN_SMOKE = {**_SN_CPU, "supernet_model": "test_supernet", "supernet_subset": 256, "supernet_epochs": [1, 1, 1],
+             "bn_images": 128}  # fmt: skip
+# paper: a ResNet-34-shaped super-network (BasicBlocks) from scratch on ImageNet; BootstrapNAS started from a
+# pretrained ResNet-50 (bottlenecks), which this small super-network does not reproduce
+_SN_PAPER = {**_SN_CPU, "supernet_model": "supernet_r34", "supernet_subset": 0, "supernet_epochs": [90, 25, 50],
+             "supernet_lr": 0.1, "train_set": "imagenet/train", "batch_size": 256, "augment": "flipcrop"}
+_COMMON = {"seed": 0, "eval_images": 0, "attr_images": 0, "attr_abs": True, "attr_batch": 250, "ensemble_size": 3,
+           "ci": 0.90}  # fmt: skip
+_HETERO = ["dd/ResNext50_32_2", "dd/MNASNET_1", "dd/deit_tiny_p16_224"]
+_HETERO_SMOKE = ["arch/resnext", "arch/mnasnet", "arch/vit"]  # the smoke zoo has no dd/* entries
+_HETERO_PAPER = ["resnext50_32x4d.a1h_in1k", "mnasnet_100.rmsp_in1k", "deit_tiny_patch16_224.fb_in1k"]
+_CKA = {"cka_images": 1000, "cka_batch": 250}
+
+PRESETS: dict = {
+    "design-diversity/fig08_supernet_ensembles": {
+        "common": {**_COMMON, "zoo": ["dd/*"]},
+        "smoke": {**_SN_SMOKE, "eval_images": 200, "attr_images": 64, "zoo": dd._SMOKE_ZOO},
+        "cpu": {**_SN_CPU, "eval_images": 5000, "attr_images": 1000},
+        "paper": {**_SN_PAPER, "eval_images": 5000, "attr_images": 250, "attr_batch": 25, "zoo": dd.PAPER_ZOO},
+    },
+    "design-diversity/fig09_saliency_vs_ig": {
+        "common": {**_COMMON, "pair_models": 6, "ig_steps": [1, 2, 10, 50]},
+        "smoke": {**_SN_SMOKE, "fig9_images": 16, "ig_steps": [1, 2, 10]},
+        "cpu": {**_SN_CPU, "fig9_images": 100},
+        "paper": {**_SN_PAPER, "fig9_images": 100, "attr_batch": 10},
+    },
+    "design-diversity/fig10_ncl_heuristics": {
+        "common": {**_COMMON, "sets": ["clean", "plasma", "checkerboard", "waterdrop", "lines"]},
+        "smoke": {**_JOINT_SMOKE, "eval_images": 200},
+        "cpu": {**_JOINT_CPU, "eval_images": 2000},
+        "paper": {**_JOINT_PAPER, "eval_images": 5000},
+    },
+    "design-diversity/sec431_attribution_penalty": {
+        "common": {**_COMMON},
+        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "eval_images": 200},
+        "cpu": {**_JOINT_CPU, **_ATTR_CPU, "eval_images": 2000},
+        "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "eval_images": 5000},
+    },
+    "design-diversity/tab02_equitability": {
+        "common": {**_COMMON, "hetero": _HETERO},
+        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "eval_images": 200},
+        "cpu": {**_JOINT_CPU, **_ATTR_CPU, "eval_images": 2000},
+        "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "eval_images": 5000, "hetero": _HETERO_PAPER},
+    },
+    "design-diversity/fig11_attribution_maps": {
+        "common": {**_COMMON, "hetero": _HETERO, "show": 8},
+        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "attr_images": 32},
+        "cpu": {**_JOINT_CPU, **_ATTR_CPU, "attr_images": 500},
+        "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "attr_images": 100, "attr_batch": 25, "hetero": _HETERO_PAPER},
+    },
+    "design-diversity/fig12_cka_layers": {
+        "common": {**_COMMON, **_CKA, "hetero": _HETERO},
+        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "cka_images": 64, "cka_batch": 32},
+        "cpu": {**_JOINT_CPU, **_ATTR_CPU},
+        "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "cka_images": 2000, "cka_batch": 100, "hetero": _HETERO_PAPER},
+    },
+}
+
+
+def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):
+    """The resolved preset ``design-diversity/<stem>`` of the second half at ``scale``."""
+    return chapter_preset(SLUG, PRESETS, stem, scale, verbose=verbose, **overrides)

@@ -1,0 +1,123 @@
+"""design-diversity, second half: jointly trained NCL ensembles (divergence recorded, not raised), the recipe path
+through ENSEMBLE_LOSSES, sub-network selection, Table 2's split equitability, and the chapter's presets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ensdiv as ed
+from ensdiv import losses
+from ensdiv.chapters import design_diversity_training as ch
+from ensdiv.errors import UnknownNameError
+from ensdiv.losses.ncl import NCL_LOSSES, gncl
+from ensdiv.models.supernet import SuperResNet, all_configs, subnet_params
+
+TINY = {"member_model": "test_resnet", "member_kwargs": {}, "members": 2, "lam": 0.2, "train_set": "fmnist/train",
+        "train_subset": 64, "epochs": 2, "batch_size": 16, "lr": 1e-3, "augment": "none", "seed": 0}
+
+
+def test_divergence_is_recorded_not_raised(tmp_store, monkeypatch):
+    calls = {"n": 0}
+
+    def nan_at_step_6(logits, target, *, lam=0.0):
+        calls["n"] += 1
+        loss = losses.independent(logits, target)
+        return loss * float("nan") if calls["n"] == 6 else loss
+
+    monkeypatch.setitem(NCL_LOSSES, "nan_at_step_6", nan_at_step_6)
+    run = ch.train_joint(ch.joint_recipe(TINY, "nan_at_step_6", 0.0), "nan")
+    assert run.status == "diverged"
+    assert (run.diverged_epoch, run.diverged_step) == (2, 6)  # 4 steps per epoch of 64 images / 16
+    assert run.epochs_done == 1 and len(run.history) == 1 and np.isfinite(run.last_finite_loss)
+    assert len(run.members) == 2  # the members of the last finished epoch
+    again = ch.train_joint(ch.joint_recipe(TINY, "nan_at_step_6", 0.0), "nan")  # cached: not trained again
+    assert calls["n"] == 6 and again.diverged_step == 6
+    calls["n"] = -100
+    first = ch.train_joint(ch.joint_recipe(TINY, "nan_at_step_6", 0.0, seed=1), "early")
+    assert first.status == "finished"  # calls never reach 6 again in 8 steps
+    calls["n"] = 0
+    early = ch.train_joint(ch.joint_recipe(TINY, "nan_at_step_6", 0.0, seed=2, epochs=3, train_subset=96), "x")
+    assert early.status == "diverged" and early.diverged_epoch == 1 and early.members == []
+    with pytest.raises(ed.EnsdivError, match="no finished epoch"):
+        ch.joint_members(early)
+
+
+def test_joint_recipe_through_the_engine_with_registered_losses(tmp_store, monkeypatch):
+    """What the integrator's ENSEMBLE_LOSSES.update(NCL_LOSSES) enables: ed.Joint(loss="gncl_mean") via train_recipe."""
+    monkeypatch.setattr(losses, "ENSEMBLE_LOSSES", {**losses.ENSEMBLE_LOSSES, **NCL_LOSSES})
+    recipe = ch.joint_recipe(TINY, "gncl_mean", 0.2, epochs=1)
+    stack = ed.train_recipe(recipe, progress=False)
+    x, y = torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,))
+    assert float(stack.loss_fn(stack(x), y)) == pytest.approx(float(gncl(stack(x), y, lam=0.2)))
+    # the chapter's own path trains the same members from the same recipe (same seeds, same loss)
+    run = ch.train_joint(recipe)
+    torch.testing.assert_close(torch.stack([m(x) for m in run.members]), stack(x), atol=1e-4, rtol=1e-4)
+
+
+def test_joint_recipe_settings_and_unknown_loss():
+    r = ch.joint_recipe(TINY, "balanced", 0.2)
+    assert (r.optim.optimizer, r.optim.eps, r.optim.lr, r.method.members, r.method.loss) == (
+        "adabelief", 1e-8, 1e-3, 2, "balanced")
+    with pytest.raises(UnknownNameError, match="ensemble loss"):
+        ch.joint_recipe(TINY, "gncl_mode", 0.2)
+
+
+def test_select_configs_are_the_closest_in_size():
+    net = SuperResNet(10, 1, channels=(4, 8, 8))
+    picked = ch.select_configs(net, 11)
+    assert len(set(picked)) == 11
+    sizes = np.array([subnet_params(net, c) for c in all_configs(net)])
+    target = np.median(sizes)
+    worst = max(abs(subnet_params(net, c) - target) for c in picked)
+    assert (np.abs(sizes - target) < worst).sum() <= 10  # no unpicked config is strictly closer than the worst pick
+
+
+def test_equitability_split_hand_case():
+    # 3 members, 4 samples, 3 classes; ensemble (mean logits) right on samples 0, 1, wrong on 2, 3
+    votes = torch.tensor([[0, 1, 2, 0], [0, 1, 1, 0], [0, 2, 1, 1]])
+    logits = F.one_hot(votes, 3).double() * 5
+    labels = torch.tensor([0, 1, 0, 2])
+    h_corr, h_inco = ch.equitability_split(logits, labels)
+    split21 = -(2 / 3 * np.log(2 / 3) + 1 / 3 * np.log(1 / 3)) / np.log(3)
+    assert h_corr == pytest.approx((0 + split21) / 2)
+    assert h_inco == pytest.approx((split21 + split21) / 2)
+    assert np.isnan(ch.equitability_split(logits, torch.tensor([1, 0, 2, 2]))[0])  # no correct sample
+
+
+def test_layer_names_skip_identities_and_activations():
+    m = ed.create_model("test_resnet", num_classes=10, in_chans=1, img_size=28)
+    names = ch.layer_names(m)
+    mods = dict(m.named_modules())
+    assert names and all(n in mods for n in names)
+    assert not any(isinstance(mods[n], torch.nn.Identity | torch.nn.ReLU) for n in names)
+    assert len(ch.layer_names(m, max_layers=3)) == 3
+
+
+def test_constant_layer_gives_nan_cka():
+    acc = ed.metrics.MinibatchCKA()
+    x = torch.randn(8, 3, generator=torch.Generator().manual_seed(0))
+    acc.update([x, torch.ones(8, 3)], [x])
+    out = acc.compute()
+    # 0 self-similarity: a rounding residue over 0, inf or NaN depending on the floats (the chapter maps it to NaN)
+    assert float(out[0, 0]) == pytest.approx(1.0) and not torch.isfinite(out[1, 0])
+
+
+@pytest.mark.parametrize("stem", [s.split("/")[1] for s in ch.PRESETS])
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
+def test_presets_resolve(stem, scale):
+    cfg = ch.preset(stem, scale, verbose=False)
+    assert cfg.scale == scale and cfg.seed == 0
+
+
+def test_paper_presets_are_the_papers_settings():
+    cfg = ch.preset("fig10_ncl_heuristics", "paper", verbose=False)
+    r = ch.joint_recipe(cfg, "gncl_mean", cfg.lam)
+    assert (r.model.name, r.data.dataset, r.optim.epochs, r.optim.batch_size, r.method.members, r.method.lam) == (
+        "resnet50", "imagenet/train", 100, 64, 3, 0.2)
+    assert ch.preset("sec431_attribution_penalty", "paper", verbose=False).lams == [10.0, 1.0, 0.1, 0.01, 0.001]
+    net = ed.create_model(ch.preset("fig08_supernet_ensembles", "paper", verbose=False).supernet_model,
+                          num_classes=4, in_chans=3, img_size=64)
+    assert len(ch.select_configs(net, 11, candidates=300)) == 11
