@@ -383,3 +383,47 @@ def load_claims(scale: str) -> list[dict[str, Any]]:
             raise EnsdivError(f"The claim record {path} is corrupt ({problem}); delete it and re-run its notebook.")
         records.append(record)
     return sorted(records, key=lambda r: (str(r.get("paper")), str(r.get("item")), str(r.get("claim_id") or "")))
+
+
+def claims_page(scale: str, *, notebooks: Sequence[str], failed: Mapping[str, str] | None = None) -> str:
+    """The "Claims at a glance" page (MyST markdown): one row per claim record of ``scale`` whose
+    notebook is in ``notebooks`` (paths relative to the book root, as ``ensdiv book`` runs them), and
+    one row per notebook in ``failed`` (``{notebook: error}``), shown as failed, never left out.
+
+    Returns:
+        The page's markdown.
+
+    Example:
+        >>> "did not run" in claims_page("cpu", notebooks=["n/a.ipynb"], failed={"n/a.ipynb": "boom"})
+        True
+    """
+    _check_scale(scale)
+    failed = dict(failed or {})
+    wanted = set(notebooks)
+    rows = []
+    for r in load_claims(scale) if (build_dir() / "claims" / scale).is_dir() else []:
+        nb = r.get("notebook")
+        if nb not in wanted or nb in failed:
+            continue
+        key = "; ".join(f"{v['quantity']}: {_fmt(v['ours'])} (paper {_fmt(v['paper'])})" for v in r["values"][:3])
+        page = f"{{doc}}`{r['item']} </{Path(nb).with_suffix('').as_posix()}>`"
+        rows.append((r["paper"], page, r["claim"], f"**{r['verdict']}**", key))
+    for nb, error in sorted(failed.items()):
+        first = (error or "").strip().splitlines()[0] if error else ""
+        rows.append((Path(nb).parent.name, f"{{doc}}`{Path(nb).stem} </{Path(nb).with_suffix('').as_posix()}>`",
+                     "the page did not run", "**failed**", html.escape(first[:160])))
+    counts = {v: sum(row[3] == f"**{v}**" for row in rows) for v in (*VERDICTS, "failed")}
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    lines = [
+        "# Claims at a glance",
+        "",
+        f"Every claim this book tests, with its verdict at the scale the book was built at (**{scale}**), by "
+        "the book's one rule (`ed.report`). The key numbers are this run's, with the paper's in brackets. "
+        f"{len(rows)} claims: {summary or 'none yet'}.",
+        "",
+        "| paper | page | claim | verdict | key numbers |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |")
+    return "\n".join(lines) + "\n"

@@ -37,6 +37,7 @@ from ensdiv.chapters import zoo
 from ensdiv.config import check_scale
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.paths import build_dir, project_root
+from ensdiv.report import claims_page
 from ensdiv.store import default_store
 
 __all__ = ["NotebookResult", "run_notebooks", "toc_notebooks", "build_book", "notebook_parameters",
@@ -295,6 +296,7 @@ def run_notebooks(
             # unit of work instead of progress bars (ensdiv.progress), unless the caller chose otherwise
             chosen = os.environ.get("ENSDIV_PROGRESS")
             os.environ["ENSDIV_PROGRESS"] = chosen or "lines"
+            os.environ["ENSDIV_NOTEBOOK"] = rel.as_posix() if isinstance(rel, Path) else str(rel)  # claim records
             try:
                 pm.execute_notebook(
                     str(nb), str(tmp), parameters=all_params, kernel_name=kernel, cwd=str(nb.parent),
@@ -309,6 +311,7 @@ def run_notebooks(
                     out.unlink(missing_ok=True)
                 res = NotebookResult(nb, out, "failed", time.perf_counter() - t0, _error_of(exc), all_params)
             finally:
+                os.environ.pop("ENSDIV_NOTEBOOK", None)
                 if chosen is None:
                     os.environ.pop("ENSDIV_PROGRESS", None)
         if progress:
@@ -443,6 +446,12 @@ def build_book(
         src = executed / rel
         files[rel] = src if src.exists() else nb
     files.update(_tree(root / "benchmarks" / "results", Path("benchmarks") / "results"))
+    if Path("book/claims.md") in files:  # the claims page is generated from this build's claim records
+        failed = {r.path.relative_to(root).as_posix(): r.error or "" for r in results if r.status == "failed"}
+        page = build_dir() / "claims.md"
+        page.write_text(claims_page(scale, notebooks=[nb.relative_to(root).as_posix() for nb in notebooks],
+                                    failed=failed))
+        files[Path("book/claims.md")] = page
     site = build_dir() / "site"
     other_scale = _stage(site, files, scale)
     out_parent = build_dir().parent if build_dir().name == "_build" else build_dir()

@@ -518,3 +518,30 @@ def test_disagreement_matrix_checks_its_input():
     with pytest.raises(InvalidInputError, match="negative"):
         disagreement_matrix(torch.tensor([[0, -1]]))
     assert disagreement_matrix(torch.tensor([[0, 1], [0, 2]])).tolist() == [[0.0, 0.5], [0.5, 0.0]]
+
+
+def test_claims_page_lists_every_claim_and_every_failed_page(build_env):
+    """A tiny book with a claim page, a second claim page and a page that fails: the generated claims
+    page has one row per claim with its verdict and a link, and the failed page is shown as failed."""
+    book = build_env / "book"
+    (book / "book").mkdir(parents=True)
+    (book / "_config.yml").write_text('title: tiny\nauthor: t\nonly_build_toc_files: true\n'
+                                      'execute:\n  execute_notebooks: "off"\n')
+    (book / "_toc.yml").write_text("format: jb-book\nroot: book/claims\nchapters:\n- file: a\n- file: b\n- file: c\n")
+    (book / "book" / "claims.md").write_text("# Claims at a glance\n\nplaceholder\n")
+    claim = ('import ensdiv as ed\n'
+             'ed.report.claim(paper="foundations", item="{item}", claim="x is below y.", '
+             'checks=[ed.report.less("x", "y")], ours={{"x": {x}, "y": 2}}, scale=scale)')
+    _notebook(book / "a.ipynb", claim.format(item="Fig. A", x=1), params='scale = "cpu"')
+    _notebook(book / "b.ipynb", claim.format(item="Fig. B", x=3), params='scale = "cpu"')
+    _notebook(book / "c.ipynb", 'raise RuntimeError("broken page")', params='scale = "cpu"')
+    results, index = runner.build_book(scale="cpu", root=book)
+    assert [r.status for r in results] == ["ok", "ok", "failed"]  # the CLI exits 1 on this
+    page = (build_env / "build" / "claims.md").read_text()
+    html = (index.parent / "book" / "claims.html").read_text()  # the rendered claims page
+    assert "does not hold" in html and "failed" in html
+    rows = [line for line in page.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 3
+    assert any("Fig. A" in r and "**holds**" in r and "</a>" in r for r in rows)
+    assert any("Fig. B" in r and "**does not hold**" in r for r in rows)
+    assert any("</c>" in r and "**failed**" in r and "broken page" in r for r in rows)
