@@ -6,7 +6,8 @@ Measured in one run, on the same inputs (28x28x1, 10 classes), for the cpu-scale
    against **the engine** (:func:`ensdiv.train.fit`: Fabric, augmentation, per-step learning rate,
    shuffled indexing): images/s of each and their ratio (the per-step overhead);
 2. **bfloat16 autocast** (Fabric ``bf16-mixed``, the CPU's AMX units) against float32, through the engine;
-3. **channels_last** against the default memory format (raw step, convolutional models);
+3. **channels_last** against the default memory format (raw step and engine, convolutional models;
+   ``fit(channels_last=True)``; off by default until it measures faster for the base ResNet too);
 4. **batch size** 64 / 128 / 256 through the engine (images/s only; the accuracy side is the zoo's table);
 5. **workers against threads**: four small recipes built by :func:`ensdiv.workers.build_many` with two
    processes of one thread each, against one process with two threads (wall seconds, same recipes,
@@ -68,13 +69,14 @@ def raw_step(name: str, data: TensorSet, *, batch: int, channels_last: bool = Fa
     return len(batches) * batch / (time.perf_counter() - t0)
 
 
-def engine(name: str, data: TensorSet, *, batch: int, precision: str = "32-true") -> float:
+def engine(name: str, data: TensorSet, *, batch: int, precision: str = "32-true", channels_last: bool = False
+           ) -> float:
     """Images/s of :func:`ensdiv.train.fit` (one epoch over ``data``)."""
     torch.manual_seed(0)
     model = create_model(name)
     t0 = time.perf_counter()
     fit(model, data, Optim(epochs=1, lr=0.01, batch_size=batch), augment="flip", progress=False,
-        accelerator="cpu", precision=precision)
+        accelerator="cpu", precision=precision, channels_last=channels_last)
     return (len(data) // batch) * batch / (time.perf_counter() - t0)
 
 
@@ -120,6 +122,9 @@ def main() -> None:
         if name in CONV:
             cl = _median(lambda n=name: raw_step(n, data, batch=64, channels_last=True), repeats)
             row["channels_last_ratio"] = cl / row["raw_step_img_s"]
+            cle = _median(lambda n=name: engine(n, data, batch=64, channels_last=True), repeats)
+            row["engine_channels_last_img_s"] = cle
+            row["engine_channels_last_ratio"] = cle / row["engine_img_s"]
         for batch in (128, 256):
             row[f"engine_batch{batch}_img_s"] = _median(lambda n=name, b=batch: engine(n, data, batch=b), repeats)
         rows[name] = row

@@ -271,3 +271,15 @@ def test_crop_padding_reaches_the_augmentation(monkeypatch):
         crop_pad=4, progress=False)
     assert seen == [4]
     assert Recipe.make(crop_pad=4).data.crop_pad == 4
+
+
+def test_channels_last_is_opt_in_and_hands_back_the_default_format():
+    torch.manual_seed(0)
+    a = fit(create_model("test_cnn", num_classes=3, img_size=8), _toy(), Optim(epochs=1, batch_size=16),
+            progress=False, channels_last=True)
+    conv = next(m for m in a.modules() if isinstance(m, nn.Conv2d))
+    assert conv.weight.is_contiguous()  # handed back in the default format
+    torch.manual_seed(0)
+    b = fit(create_model("test_cnn", num_classes=3, img_size=8), _toy(), Optim(epochs=1, batch_size=16),
+            progress=False)
+    assert torch.allclose(_weights(a), _weights(b), atol=1e-4)  # rounding only
