@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def build(scale: str, cache: Path, build_dir: Path) -> tuple[float, int]:
     env = {**os.environ, "ENSDIV_CACHE": str(cache), "ENSDIV_BUILD": str(build_dir)}
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "ensdiv", "book", "--scale", scale], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "ensdiv.chapters.cli", "book", "--scale", scale], cwd=ROOT, env=env,
                           capture_output=True, text=True)
     return time.perf_counter() - t0, proc.returncode
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from ensdiv.chapters.runner import run_notebooks
 from ensdiv.paths import project_root
-from ensdiv.runner import run_notebooks
 
 NOTEBOOKS = sorted(
     p for p in (project_root() / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
@@ -25,7 +25,7 @@ def test_source_has_no_outputs_and_follows_template(path):
     assert "".join(params[0]["source"]).lstrip().startswith("scale = "), "first parameter must be `scale`"
     from papermill.translators import PythonTranslator
 
-    from ensdiv.runner import notebook_parameters
+    from ensdiv.chapters.runner import notebook_parameters
 
     declared = notebook_parameters(path)
     parsed = {p.name for p in PythonTranslator.inspect({"source": "".join(params[0]["source"])})}

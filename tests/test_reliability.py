@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 import torch
 
-from ensdiv import cli, runner
+from ensdiv.chapters import cli, runner
 from ensdiv.config import between, one_of, resolve_preset
 from ensdiv.data import fashion
 from ensdiv.data import registry as reg
@@ -151,7 +151,7 @@ def test_real_format_pickles_still_load(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ 3
-_RUN = ("import sys; from pathlib import Path; from ensdiv import runner; "
+_RUN = ("import sys; from pathlib import Path; from ensdiv.chapters import runner; "
         "r = runner.run_notebooks([sys.argv[1]], scale='smoke', params={'value': int(sys.argv[2])}, "
         "out_root=Path(sys.argv[3]), progress=False); print(r[0].status)")
 

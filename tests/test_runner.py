@@ -5,7 +5,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from ensdiv import cli, runner
+from ensdiv.chapters import cli, runner
 from ensdiv.errors import EnsdivError
 
 
@@ -102,8 +102,8 @@ def test_parameters_are_read_even_with_equals_in_comments(nbdir):
 def test_repository_buttons_only_with_a_real_repository(tmp_path, monkeypatch):
     import yaml
 
+    from ensdiv.chapters.runner import book_config
     from ensdiv.paths import project_root
-    from ensdiv.runner import book_config
 
     monkeypatch.delenv("ENSDIV_REPOSITORY_URL", raising=False)
     off = yaml.safe_load(book_config(project_root() / "_config.yml", tmp_path).read_text())

@@ -61,7 +61,7 @@ def _sha(data: bytes) -> str:
 
 
 def _package_hash() -> str:
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the whole ensdiv package, not only the chapters
     h = hashlib.sha256()
     for py in sorted(root.rglob("*.py")):
         h.update(str(py.relative_to(root)).encode())

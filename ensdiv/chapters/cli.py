@@ -17,10 +17,10 @@ import time
 import yaml
 
 from ensdiv.chapters import zoo
+from ensdiv.chapters.runner import build_book, run_notebooks, summary, toc_notebooks
 from ensdiv.data import list_datasets
 from ensdiv.errors import EnsdivError
 from ensdiv.paths import project_root
-from ensdiv.runner import build_book, run_notebooks, summary, toc_notebooks
 
 __all__ = ["main"]
 

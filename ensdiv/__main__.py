@@ -1,5 +1,0 @@
-import sys
-
-from ensdiv.cli import main
-
-sys.exit(main())
