@@ -1,13 +1,17 @@
 """Time to build the whole book, cold cache and warm cache, at smoke (and optionally cpu) scale.
 
 Cold: an empty cache and build folder (every model trained, every notebook executed). Warm: the same
-command again (nothing changed, so every notebook is reused). Run: ``python benchmarks/bench_book.py
-[--quick] [--scales smoke cpu]``; writes ``benchmarks/results/book.json``.
+command again (nothing changed, so every notebook is reused). Per-notebook wall times come from the
+``timings-<scale>.json`` that ``ensdiv book`` writes into the build folder; the zoo notebook's time is
+the zoo build's share. The 1-minute load average before and after each build says whether the
+machine was idle. Run: ``python benchmarks/bench_book.py [--quick] [--scales smoke cpu] [--keep DIR]``;
+writes ``benchmarks/results/book.json`` (``--keep`` builds in DIR and leaves cache and pages there).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -21,30 +25,44 @@ from _common import write  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def build(scale: str, cache: Path, build_dir: Path) -> tuple[float, int]:
-    env = {**os.environ, "ENSDIV_CACHE": str(cache), "ENSDIV_BUILD": str(build_dir)}
+def build(scale: str, cache: Path, build_dir: Path) -> dict:
+    env = {**os.environ, "ENSDIV_CACHE": str(cache), "ENSDIV_BUILD": str(build_dir), "ENSDIV_PROGRESS": "lines"}
+    load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "ensdiv.chapters.cli", "book", "--scale", scale], cwd=ROOT, env=env,
                           capture_output=True, text=True)
-    return time.perf_counter() - t0, proc.returncode
+    seconds = time.perf_counter() - t0
+    (build_dir / f"bench-{scale}-{int(time.time())}.log").write_text(proc.stdout + proc.stderr)
+    timings_file = build_dir / f"timings-{scale}.json"
+    timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
+    return {"seconds": round(seconds, 1), "exit_code": proc.returncode, "load_avg_1min_before": round(load_before, 2),
+            "load_avg_1min_after": round(os.getloadavg()[0], 2), **timings}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", nargs="*", default=["smoke"])
     parser.add_argument("--quick", action="store_true", help="smoke scale only")
+    parser.add_argument("--keep", type=Path, default=None, help="build here and keep cache and pages")
     args = parser.parse_args()
     scales = ["smoke"] if args.quick else args.scales
     rows = {}
     for scale in scales:
         with tempfile.TemporaryDirectory() as tmp:
-            cache, build_dir = Path(tmp) / "cache", Path(tmp) / "_build"
-            cold, rc_cold = build(scale, cache, build_dir)
-            warm, rc_warm = build(scale, cache, build_dir)
-        rows[scale] = {"cold_s": round(cold, 1), "warm_s": round(warm, 1), "speedup": round(cold / warm, 1),
-                       "exit_codes": [rc_cold, rc_warm]}
-        print(f"{scale}: cold {cold:.1f} s, warm {warm:.1f} s", flush=True)
-    write("book", {"description": "whole-book build time (ensdiv book), cold vs warm cache", "scales": rows})
+            where = (args.keep / scale) if args.keep else Path(tmp)
+            where.mkdir(parents=True, exist_ok=True)
+            cache, build_dir = where / "cache", where / "_build"
+            build_dir.mkdir(parents=True, exist_ok=True)
+            cold = build(scale, cache, build_dir)
+            print(f"{scale}: cold {cold['seconds']:.1f} s (exit {cold['exit_code']})", flush=True)
+            warm = build(scale, cache, build_dir)
+            print(f"{scale}: warm {warm['seconds']:.1f} s (exit {warm['exit_code']})", flush=True)
+        zoo = [n["seconds"] for n in cold.get("notebooks", []) if n["notebook"].endswith("foundations/zoo.ipynb")]
+        rows[scale] = {"cold_s": cold["seconds"], "warm_s": warm["seconds"],
+                       "speedup": round(cold["seconds"] / max(warm["seconds"], 1e-9), 1),
+                       "zoo_build_s": zoo[0] if zoo else None, "cold": cold, "warm": warm}
+    write("book", {"description": "whole-book build time (ensdiv book), cold vs warm cache, per notebook",
+                   "scales": rows})
 
 
 if __name__ == "__main__":

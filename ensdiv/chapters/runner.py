@@ -436,8 +436,14 @@ def build_book(
     check_scale(scale)
     root = Path(root or project_root()).resolve()
     notebooks = toc_notebooks(root=root)
+    t_run = time.perf_counter()
     results = [] if html_only else run_notebooks(notebooks, scale=scale, force=force, root=root)
     executed = build_dir() / "executed" / scale
+    if results:  # what this build ran and for how long (benchmarks/bench_book.py reads it)
+        timings = {"scale": scale, "run_s": round(time.perf_counter() - t_run, 1),
+                   "notebooks": [{"notebook": r.path.relative_to(root).as_posix(), "status": r.status,
+                                  "seconds": round(r.seconds, 1)} for r in results]}
+        (build_dir() / f"timings-{scale}.json").write_text(json.dumps(timings, indent=1))
     files: dict[Path, Path] = {Path(name): root / name for name in ("_config.yml", "_toc.yml")}
     files[Path("_config.yml")] = book_config(root / "_config.yml", build_dir())
     files.update(_tree(root / "book", Path("book")))
@@ -466,7 +472,11 @@ def build_book(
     cmd = [str(jb), "build", str(site), "--path-output", str(out_parent), "--builder", "html",
            "-W", "-n", "--keep-going"]  # warnings fail the build: a broken page is loud
     env = {**os.environ, "NO_COLOR": "1"}
+    t_render = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if results:
+        timings["render_s"] = round(time.perf_counter() - t_render, 1)
+        (build_dir() / f"timings-{scale}.json").write_text(json.dumps(timings, indent=1))
     log = build_dir() / "jupyter-book.log"
     log.write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
