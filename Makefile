@@ -7,15 +7,17 @@ SCALE ?= cpu
 FMNIST_DEBIAN := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 export ENSDIV_CACHE ?= $(CURDIR)/.cache/ensdiv
 PYTEST_WORKERS ?= 2
+MATHJAX := .cache/mathjax/es5/tex-mml-chtml.js
 
-.PHONY: setup data book test bench lint clean help
+.PHONY: setup data mathjax browser book test bench lint clean help
 
 help:
 	@echo "make book   - set up, run every notebook at SCALE=$(SCALE), build _build/html"
 	@echo "make test   - set up, run the unit tests and every notebook at smoke scale"
 	@echo "make bench  - run benchmarks/ and write benchmarks/results/*.json"
+	@echo "after make book: $(PY) -m http.server -d _build/html 8000, then open http://localhost:8000"
 
-setup: $(VENV)/.installed data
+setup: $(VENV)/.installed data mathjax
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -34,10 +36,33 @@ data:
 	    || echo "apt could not install dataset-fashion-mnist; torchvision will try to download it."; \
 	else echo "Fashion-MNIST not installed and apt not usable; torchvision will try to download it."; fi
 
+# Offline math: MathJax 3 (the npm package mathjax@3, its es5 bundle) in .cache/mathjax/es5; `ensdiv book`
+# serves it from the site (ENSDIV_MATHJAX names another copy). Without npm or a registry the pages load
+# MathJax from the CDN.
+mathjax: $(MATHJAX)
+
+$(MATHJAX):
+	@if command -v npm >/dev/null; then \
+	  tmp=$$(mktemp -d) && (cd $$tmp && npm pack --silent mathjax@3 >/dev/null && tar -xzf mathjax-*.tgz) \
+	    && mkdir -p .cache/mathjax && rm -rf .cache/mathjax/es5 && mv $$tmp/package/es5 .cache/mathjax/es5 \
+	    && echo "MathJax $$(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' $$tmp/package/package.json) in .cache/mathjax/es5" \
+	    || echo "npm could not fetch mathjax@3; the book's pages will load MathJax from the CDN."; \
+	  rm -rf $$tmp; \
+	else echo "npm not found; the book's pages will load MathJax from the CDN."; fi
+
+# The browser test (tests/test_book_browser.py) needs Chromium and its driver; it is skipped without them.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  echo "Installing Debian's chromium and chromium-driver (for the browser test) ..."; \
+	  (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) \
+	    || echo "apt could not install chromium; the browser test will be skipped."; \
+	else echo "chromium not installed and apt not usable; the browser test will be skipped."; fi
+
 book: setup
 	$(VENV)/bin/ensdiv book --scale $(SCALE)
 
-test: setup
+test: setup browser
 	$(VENV)/bin/ruff check ensdiv tests benchmarks notebooks
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q tests ensdiv
 

@@ -6,6 +6,11 @@ command again (nothing changed, so every notebook is reused). Per-notebook wall 
 the zoo build's share. The 1-minute load average before and after each build says whether the
 machine was idle. Run: ``python benchmarks/bench_book.py [--quick] [--scales smoke cpu] [--keep DIR]``;
 writes ``benchmarks/results/book.json`` (``--keep`` builds in DIR and leaves cache and pages there).
+
+The zoo's achieved training throughput (images seen / training time of each supervised zoo model, read
+from the cold cache's model records) is set against the raw one-thread training step of
+``results/train.json``; ``--zoo-throughput CACHE`` computes it alone from an existing cache and adds it to
+``book.json``.
 """
 
 from __future__ import annotations
@@ -39,12 +44,50 @@ def build(scale: str, cache: Path, build_dir: Path) -> dict:
             "load_avg_1min_after": round(os.getloadavg()[0], 2), **timings}
 
 
+def zoo_throughput(cache: Path, scale: str = "cpu") -> dict:
+    """Achieved images/s of each supervised zoo model in ``cache`` vs the raw training step (train.json)."""
+    from ensdiv.chapters import zoo
+    from ensdiv.store import Store
+    from ensdiv.train import Supervised
+
+    raw_file = ROOT / "benchmarks" / "results" / "train.json"
+    raw = json.loads(raw_file.read_text()).get("architectures", {}) if raw_file.exists() else {}
+    table = zoo.zoo_list(scale, store=Store(cache))
+    recipes = zoo.zoo_recipes(scale)
+    rows = []
+    for _, row in table.iterrows():
+        r = recipes[row["key"]]
+        if not row["trained"] or not isinstance(r.method, Supervised) or not row["train_time_s"]:
+            continue  # pre-training and distillation do other work per image than a training step
+        achieved = zoo.images_seen(r) / row["train_time_s"]
+        raw_step = raw.get(r.model.name, {}).get("raw_step_img_s")
+        rows.append({"key": row["key"], "model": r.model.name, "train_time_s": round(row["train_time_s"], 1),
+                     "achieved_img_s": round(achieved), "raw_step_img_s_one_thread": raw_step and round(raw_step),
+                     "achieved_over_raw": raw_step and round(achieved / raw_step, 2)})
+    ratios = [x["achieved_over_raw"] for x in rows if x["achieved_over_raw"]]
+    return {"note": "achieved: images seen / training time of each supervised zoo model in the cold build "
+                    "(torch's default threads, evaluation excluded); raw: one training step, one thread "
+                    "(bench_train.py)", "models": rows,
+            "median_achieved_over_raw": sorted(ratios)[len(ratios) // 2] if ratios else None,
+            "zoo_train_time_s": round(sum(x for x in table["train_time_s"].fillna(0)), 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", nargs="*", default=["smoke"])
     parser.add_argument("--quick", action="store_true", help="smoke scale only")
     parser.add_argument("--keep", type=Path, default=None, help="build here and keep cache and pages")
+    parser.add_argument("--zoo-throughput", type=Path, default=None, metavar="CACHE",
+                        help="only add the zoo's achieved throughput from this cache to book.json")
     args = parser.parse_args()
+    out = ROOT / "benchmarks" / "results" / "book.json"
+    if args.zoo_throughput:
+        payload = json.loads(out.read_text()) if out.exists() else {}
+        result = zoo_throughput(args.zoo_throughput)
+        payload.setdefault("scales", {}).setdefault("cpu", {})["zoo_throughput"] = result
+        out.write_text(json.dumps(payload, indent=2))
+        print(json.dumps(result, indent=2))
+        return
     scales = ["smoke"] if args.quick else args.scales
     rows = {}
     for scale in scales:
@@ -57,10 +100,13 @@ def main() -> None:
             print(f"{scale}: cold {cold['seconds']:.1f} s (exit {cold['exit_code']})", flush=True)
             warm = build(scale, cache, build_dir)
             print(f"{scale}: warm {warm['seconds']:.1f} s (exit {warm['exit_code']})", flush=True)
+            throughput = zoo_throughput(cache, scale) if scale == "cpu" else None
         zoo = [n["seconds"] for n in cold.get("notebooks", []) if n["notebook"].endswith("foundations/zoo.ipynb")]
         rows[scale] = {"cold_s": cold["seconds"], "warm_s": warm["seconds"],
                        "speedup": round(cold["seconds"] / max(warm["seconds"], 1e-9), 1),
                        "zoo_build_s": zoo[0] if zoo else None, "cold": cold, "warm": warm}
+        if throughput:
+            rows[scale]["zoo_throughput"] = throughput
     write("book", {"description": "whole-book build time (ensdiv book), cold vs warm cache, per notebook",
                    "scales": rows})
 

@@ -2,7 +2,7 @@
 the library versions of APGD-CE and AutoAttack from ``torchattacks`` (:func:`apgd_ce`, :func:`autoattack`).
 
 Every attack works on images in [0, 1] at the dataset's resolution. A model may declare its own
-input pipeline (ImageNet timm models do, through ``pretrained_cfg``); :func:`input_spec` reads it and
+input pipeline (ImageNet timm models do, through ``pretrained_cfg``); :func:`~ensdiv.models.input_spec` reads it and
 :func:`forward_pixels` applies it: resize to the model's input size, then normalise. As in the SAT
 paper (attack-similarity §2), an attack on model A is made at A's resolution, and a target model B with
 another resolution sees the attacked image resized to B's ("we resize the attacked image from the
@@ -28,7 +28,7 @@ __all__ = [
     "run_attack", "PGD_DEFAULTS",
 ]
 
-#: PGD settings used when none are given: 50 steps (App. H); ε, α, norm are our choice (see module doc).
+#: PGD settings used when none are given — 50 steps (App. H); ε, α, norm are our choice (see module doc).
 PGD_DEFAULTS = {"eps": 8 / 255, "alpha": 2 / 255, "steps": 50, "norm": "linf", "random_start": True}
 
 
@@ -123,7 +123,7 @@ def pgd(
     (L∞) or the normalised gradient (L2), projects back onto the ε-ball around ``x`` and onto [0, 1].
 
     Args:
-        model: classifier; its own resize/normalisation (:func:`input_spec`) is applied inside.
+        model: classifier; its own resize/normalisation (:func:`~ensdiv.models.input_spec`) is applied inside.
         x: clean images in [0, 1].
         y: true labels.
         eps: radius of the perturbation ball (in [0, 1] pixel units).

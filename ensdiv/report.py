@@ -52,7 +52,8 @@ __all__ = [
 ]
 
 SCALES = ("smoke", "cpu", "paper")
-PAPERS = ("packed-ensembles", "attack-similarity", "training-methods", "design-diversity", "sed", "foundations")
+PAPERS = ("packed-ensembles", "attack-similarity", "training-methods", "design-diversity", "sed", "foundations",
+          "synthesis")
 VERDICTS = ("holds", "holds partly", "does not hold", "not testable at this scale")
 _MISSING = "–"
 
@@ -184,7 +185,7 @@ def verdict(passed: Sequence[bool | None], *, scale: str) -> str:
 
 
 def slug(text: str) -> str:
-    """``"Fig. 6–7"`` → ``"fig-6-7"``: lowercase, every run of non-alphanumerics becomes one ``-``."""
+    """Lowercase ``text`` and make every run of non-alphanumerics one ``-``: ``"Table 1 (a)"`` → ``"table-1-a"``."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
@@ -385,6 +386,40 @@ def load_claims(scale: str) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (str(r.get("paper")), str(r.get("item")), str(r.get("claim_id") or "")))
 
 
+def _page_link(nb: str, label: str) -> str:
+    """A MyST ``{doc}`` link to the rendered page of a notebook (path relative to the book root)."""
+    return f"{{doc}}`{label} </{Path(nb).with_suffix('').as_posix()}>`"
+
+
+def _claim_rows(scale: str, notebooks: Sequence[str], failed: Mapping[str, str]) -> list[tuple[str, ...]]:
+    """``(paper, page, claim, verdict, key numbers)`` per claim record of ``scale`` whose notebook is in
+    ``notebooks`` and did not fail, then one row per notebook in ``failed``, shown as failed."""
+    wanted = set(notebooks)
+    rows = []
+    for r in load_claims(scale) if (build_dir() / "claims" / scale).is_dir() else []:
+        nb = r.get("notebook")
+        if nb not in wanted or nb in failed:
+            continue
+        key = "; ".join(f"{v['quantity']}: {_fmt(v['ours'])} (paper {_fmt(v['paper'])})" for v in r["values"][:3])
+        rows.append((r["paper"], _page_link(nb, r["item"]), r["claim"], f"**{r['verdict']}**", key))
+    for nb, error in sorted(failed.items()):
+        first = (error or "").strip().splitlines()[0] if error else ""
+        rows.append((Path(nb).parent.name, _page_link(nb, Path(nb).stem), "the page did not run", "**failed**",
+                     html.escape(first[:160])))
+    return rows
+
+
+def _table_lines(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |"
+                    for row in rows]
+
+
+def _verdict_counts(rows: Sequence[Sequence[str]]) -> str:
+    counts = {v: sum(row[3] == f"**{v}**" for row in rows) for v in (*VERDICTS, "failed")}
+    return ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+
+
 def claims_page(scale: str, *, notebooks: Sequence[str], failed: Mapping[str, str] | None = None) -> str:
     """The "Claims at a glance" page (MyST markdown): one row per claim record of ``scale`` whose
     notebook is in ``notebooks`` (paths relative to the book root, as ``ensdiv book`` runs them), and
@@ -398,32 +433,65 @@ def claims_page(scale: str, *, notebooks: Sequence[str], failed: Mapping[str, st
         True
     """
     _check_scale(scale)
-    failed = dict(failed or {})
-    wanted = set(notebooks)
-    rows = []
-    for r in load_claims(scale) if (build_dir() / "claims" / scale).is_dir() else []:
-        nb = r.get("notebook")
-        if nb not in wanted or nb in failed:
-            continue
-        key = "; ".join(f"{v['quantity']}: {_fmt(v['ours'])} (paper {_fmt(v['paper'])})" for v in r["values"][:3])
-        page = f"{{doc}}`{r['item']} </{Path(nb).with_suffix('').as_posix()}>`"
-        rows.append((r["paper"], page, r["claim"], f"**{r['verdict']}**", key))
-    for nb, error in sorted(failed.items()):
-        first = (error or "").strip().splitlines()[0] if error else ""
-        rows.append((Path(nb).parent.name, f"{{doc}}`{Path(nb).stem} </{Path(nb).with_suffix('').as_posix()}>`",
-                     "the page did not run", "**failed**", html.escape(first[:160])))
-    counts = {v: sum(row[3] == f"**{v}**" for row in rows) for v in (*VERDICTS, "failed")}
-    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    rows = _claim_rows(scale, notebooks, dict(failed or {}))
     lines = [
         "# Claims at a glance",
         "",
         f"Every claim this book tests, with its verdict at the scale the book was built at (**{scale}**), by "
         "the book's one rule (`ed.report`). The key numbers are this run's, with the paper's in brackets. "
-        f"{len(rows)} claims: {summary or 'none yet'}.",
+        f"{len(rows)} claims: {_verdict_counts(rows) or 'none yet'}.",
         "",
-        "| paper | page | claim | verdict | key numbers |",
-        "|---|---|---|---|---|",
+        *_table_lines(("paper", "page", "claim", "verdict", "key numbers"), rows),
     ]
-    for row in rows:
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def chapter_summary(scale: str, *, chapter: str, notebooks: Sequence[str], failed: Mapping[str, str] | None = None,
+                    key_page: str | None = None, thumbnail: str | None = None, claims_doc: str | None = None) -> str:
+    """The generated part of a chapter's landing page (MyST markdown, meant for an ``{include}``): the
+    chapter's verdicts at ``scale`` and a thumbnail of its key figure.
+
+    The chapter's pages are the notebooks of ``notebooks`` in the folder ``notebooks/<chapter>/``; their
+    claim records and failures are listed as on the claims page (:func:`claims_page`), without the
+    paper column.
+
+    Args:
+        scale: The scale the book was built at.
+        chapter: The chapter slug (the folder of its notebooks).
+        notebooks: Every notebook of the book (paths relative to the book root).
+        failed: ``{notebook: error}`` of the pages that failed to run; shown as failed.
+        key_page: The notebook whose figure stands for the chapter.
+        thumbnail: Path of that figure's image as the page's Sphinx source sees it (``/book/...png``),
+            or None when the key page produced no image in this build.
+        claims_doc: The claims page (``"book/claims"``) to link to, if the book has one.
+
+    Returns:
+        Markdown without a top-level heading.
+
+    Example:
+        >>> text = chapter_summary("cpu", chapter="sed", notebooks=["notebooks/sed/a.ipynb"],
+        ...                        failed={"notebooks/sed/a.ipynb": "boom"}, key_page="notebooks/sed/a.ipynb")
+        >>> "1 failed" in text and "key page" in text
+        True
+    """
+    _check_scale(scale)
+    mine = [nb for nb in notebooks if Path(nb).parent.name == chapter]
+    failed = {nb: err for nb, err in (failed or {}).items() if nb in mine}
+    rows = [row[1:] for row in _claim_rows(scale, mine, failed)]
+    counts = _verdict_counts([("", *row) for row in rows])
+    see = f" All claims of the book: {{doc}}`/{claims_doc}`." if claims_doc else ""
+    lines = [f"Verdicts at the scale this book was built at (**{scale}**), by the book's one rule: "
+             f"{len(rows)} claim{'' if len(rows) == 1 else 's'}, {counts or 'none recorded yet'}.{see}", ""]
+    if key_page:
+        label = Path(key_page).stem
+        if thumbnail:
+            # an image, not a figure: a numbered "Fig. N" caption would read as one of the paper's figures
+            lines += [f"```{{image}} {thumbnail}", ":width: 420px", f":alt: key figure of {chapter} ({label})", "```",
+                      "", f"*The chapter's key figure as this build drew it: {_page_link(key_page, label)} "
+                      f"(scale {scale}).*", ""]
+        else:
+            state = "failed" if key_page in failed else "has no figure in this build"
+            lines += [f"The chapter's key page {_page_link(key_page, label)} {state}.", ""]
+    if rows:
+        lines += _table_lines(("page", "claim", "verdict", "key numbers"), rows)
     return "\n".join(lines) + "\n"

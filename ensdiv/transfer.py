@@ -202,7 +202,7 @@ def sat_matrix(
 
     Args:
         models: ``nn.Module`` classifiers or :class:`~ensdiv.Recipe` objects (trained/loaded through
-            the cache); each applies its own input pipeline (:func:`ensdiv.attacks.input_spec`).
+            the cache); each applies its own input pipeline (:func:`ensdiv.models.input_spec`).
         dataset: a registered set name or a :class:`~ensdiv.data.TensorSet` of [0, 1] images.
         subsample: number of images (seeded random subset; the paper uses 5,000 ImageNet val images,
             10%); ``None``/0 = all.

@@ -1,5 +1,6 @@
 """design-diversity, second half: jointly trained NCL ensembles (divergence recorded, not raised), the recipe path
-through ENSEMBLE_LOSSES, sub-network selection, Table 2's split equitability, and the chapter's presets."""
+through ENSEMBLE_LOSSES and INPUT_LOSSES (Eq. 8), sub-network selection, Table 2's split equitability, and the
+chapter's presets."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import torch.nn.functional as F
 import ensdiv as ed
 from ensdiv import losses
 from ensdiv.chapters import design_diversity_training as ch
-from ensdiv.errors import UnknownNameError
-from ensdiv.losses.ncl import NCL_LOSSES, gncl
+from ensdiv.errors import InvalidInputError, UnknownNameError
+from ensdiv.losses.ncl import gncl
 from ensdiv.models.supernet import SuperResNet, all_configs, subnet_params
+from ensdiv.train import Heads, build_model
+from ensdiv.train.frameworks import InputLossStack, build_joint, joint_loss
 
 TINY = {"member_model": "test_resnet", "member_kwargs": {}, "members": 2, "lam": 0.2, "train_set": "fmnist/train",
         "train_subset": 64, "epochs": 2, "batch_size": 16, "lr": 1e-3, "augment": "none", "seed": 0}
@@ -27,12 +30,14 @@ def test_divergence_is_recorded_not_raised(tmp_store, monkeypatch):
         loss = losses.independent(logits, target)
         return loss * float("nan") if calls["n"] == 6 else loss
 
-    monkeypatch.setitem(NCL_LOSSES, "nan_at_step_6", nan_at_step_6)
+    monkeypatch.setitem(losses.ENSEMBLE_LOSSES, "nan_at_step_6", nan_at_step_6)
     run = ch.train_joint(ch.joint_recipe(TINY, "nan_at_step_6", 0.0), "nan")
     assert run.status == "diverged"
     assert (run.diverged_epoch, run.diverged_step) == (2, 6)  # 4 steps per epoch of 64 images / 16
     assert run.epochs_done == 1 and len(run.history) == 1 and np.isfinite(run.last_finite_loss)
+    assert run.cause == "loss"
     assert len(run.members) == 2  # the members of the last finished epoch
+    assert all(torch.isfinite(p).all() for m in run.members for p in m.parameters())
     again = ch.train_joint(ch.joint_recipe(TINY, "nan_at_step_6", 0.0), "nan")  # cached: not trained again
     assert calls["n"] == 6 and again.diverged_step == 6
     calls["n"] = -100
@@ -45,16 +50,65 @@ def test_divergence_is_recorded_not_raised(tmp_store, monkeypatch):
         ch.joint_members(early)
 
 
-def test_joint_recipe_through_the_engine_with_registered_losses(tmp_store, monkeypatch):
-    """What the integrator's ENSEMBLE_LOSSES.update(NCL_LOSSES) enables: ed.Joint(loss="gncl_mean") via train_recipe."""
-    monkeypatch.setattr(losses, "ENSEMBLE_LOSSES", {**losses.ENSEMBLE_LOSSES, **NCL_LOSSES})
+def test_joint_recipe_through_the_engine_with_registered_losses(tmp_store):
+    """ed.Joint(loss="gncl_mean") trains through train_recipe with the GNCL loss; train_joint is that model."""
     recipe = ch.joint_recipe(TINY, "gncl_mean", 0.2, epochs=1)
     stack = ed.train_recipe(recipe, progress=False)
     x, y = torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,))
-    assert float(stack.loss_fn(stack(x), y)) == pytest.approx(float(gncl(stack(x), y, lam=0.2)))
-    # the chapter's own path trains the same members from the same recipe (same seeds, same loss)
+    with torch.no_grad():
+        assert float(stack.loss_fn(stack(x), y)) == pytest.approx(float(gncl(stack(x), y, lam=0.2)))
     run = ch.train_joint(recipe)
-    torch.testing.assert_close(torch.stack([m(x) for m in run.members]), stack(x), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(torch.stack([m(x) for m in run.members]), stack(x))
+
+
+def _naive_saliency_variance(members, x, y) -> torch.Tensor:
+    """Eq. 7 by hand: per member |d logit_y / dx| (one sample at a time), population variance over members, summed
+    over channels and pixels, mean over samples."""
+    per_sample = []
+    for b in range(len(x)):
+        maps = []
+        for m in members:
+            xb = x[b : b + 1].clone().requires_grad_(True)
+            (g,) = torch.autograd.grad(m(xb)[0, y[b]], xb)
+            maps.append(g.abs().flatten())
+        per_sample.append(torch.stack(maps).var(0, unbiased=False).sum())
+    return torch.stack(per_sample).mean()
+
+
+def test_attribution_penalty_through_the_recipe_path(tmp_store):
+    """Eq. 8 as an ordinary Joint recipe: the stack's training loss is (1/M) Σ CE − λ A on the batch's inputs."""
+    recipe = ch.joint_recipe(TINY, ch.ATTRIBUTION_LOSS, 0.1, epochs=1)
+    shape = {"num_classes": 10, "in_chans": 1, "img_size": 28}
+    stack = build_joint(recipe, build_model, **shape).eval()  # eval: BN statistics do not move between calls
+    assert isinstance(stack, InputLossStack)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.rand(4, 1, 28, 28, generator=g), torch.randint(0, 10, (4,), generator=g)
+    members = list(stack.members)
+    direct = losses.independent(stack(x), y) - 0.1 * losses.attribution_variance(members, x, y)
+    got = stack.training_loss(x, y)
+    assert float(got.detach()) == pytest.approx(float(direct.detach()), rel=1e-5)
+    a = (losses.independent(stack(x), y) - got).detach() / 0.1
+    assert float(a) == pytest.approx(float(_naive_saliency_variance(members, x, y)), rel=1e-4)
+    got.backward()  # differentiable into the members' weights
+    assert all(p.grad is not None for p in stack.parameters() if p.requires_grad)
+    # trained and cached through train_recipe; train_joint reads the same entry
+    model = ed.train_recipe(recipe, progress=False)
+    assert isinstance(model, InputLossStack) and model.ensdiv_meta["fit"]["status"] == "finished"
+    assert len(tmp_store.entries("model")) == 1
+    run = ch.train_joint(recipe)
+    assert run.status == "finished" and run.epochs_done == 1
+    torch.testing.assert_close(torch.stack([m(x) for m in run.members]), model(x))
+    plain = ed.train_recipe(ch.joint_recipe(TINY, ch.ATTRIBUTION_LOSS, 0.0, epochs=1), progress=False)
+    assert not torch.equal(plain(x), model(x))  # λ reaches the training
+
+
+def test_input_losses_are_refused_where_no_inputs_reach_them():
+    backbone = ed.Recipe.make(model="test_cnn", dataset="fmnist/train", epochs=1)
+    heads = Heads(backbone=backbone, members=2, loss=ch.ATTRIBUTION_LOSS, lam=0.1)
+    with pytest.raises(InvalidInputError, match="needs the members' inputs"):
+        joint_loss(heads, backbone.optim)
+    with pytest.raises(UnknownNameError, match="Unknown ensemble loss 'attribution_penalties'"):
+        joint_loss(ed.Joint(loss="attribution_penalties"), backbone.optim)
 
 
 def test_joint_recipe_settings_and_unknown_loss():

@@ -1,5 +1,6 @@
 """The efficient-ensemble baselines as the paper's reference implementation builds them: Masksembles'
-mask placement and batch repetition, MIMO's ρ = 1 input construction, per-seed randomness."""
+mask placement and batch repetition, MIMO's ρ = 1 input construction, per-seed randomness,
+BatchEnsemble's fast-weight initialisation."""
 
 from __future__ import annotations
 
@@ -7,9 +8,16 @@ import pytest
 import torch
 from torch import nn
 
-from ensdiv.errors import EnsdivError
+from ensdiv.errors import EnsdivError, UnknownNameError
 from ensdiv.models import create_model
-from ensdiv.models.efficient import MasksemblesResNet, MIMOResNet, mimo_permutations
+from ensdiv.models.efficient import (
+    BatchEnsembleConv2d,
+    BatchEnsembleLinear,
+    BatchEnsembleResNet,
+    MasksemblesResNet,
+    MIMOResNet,
+    mimo_permutations,
+)
 
 
 def _masked_layers(model: MasksemblesResNet) -> list[nn.Module]:
@@ -118,3 +126,42 @@ def _fixed_mask(layer: nn.Module, member: int):
         return layer.layer(h * layer.masks[member].view(1, -1, *[1] * (h.dim() - 2)))
 
     return forward
+
+
+# ---- BatchEnsemble's fast-weight initialisation: random signs (default) or the reference's N(1, 0.5²) ------
+def _fast_weights(model: nn.Module) -> torch.Tensor:
+    layers = [m for m in model.modules() if isinstance(m, BatchEnsembleConv2d | BatchEnsembleLinear)]
+    return torch.cat([torch.cat([m.r.flatten(), m.s.flatten()]) for m in layers]).detach()
+
+
+def test_normal_fast_weights_have_mean_one_and_std_half_on_a_large_layer():
+    layer = BatchEnsembleLinear(4096, 4096, 4, seed=3, fast_weight_init="normal")
+    w = torch.cat([layer.r.flatten(), layer.s.flatten()]).detach()  # 32,768 draws
+    # the sample mean and std of 32,768 normal draws are within 0.01 of 1 and 0.5 (about 3.6 and 5 standard errors)
+    assert abs(w.mean().item() - 1.0) < 0.01 and abs(w.std().item() - 0.5) < 0.01
+    assert (w < 0).float().mean().item() == pytest.approx(0.0228, abs=0.004)  # P(N(1, 0.25) < 0) = Φ(-2)
+    signs = BatchEnsembleLinear(4096, 4096, 4, seed=3)  # the default: random signs
+    assert set(torch.cat([signs.r.flatten(), signs.s.flatten()]).unique().tolist()) == {-1.0, 1.0}
+
+
+def test_normal_fast_weights_follow_the_seed_and_reach_the_registered_model():
+    def build(seed: int, init: str) -> nn.Module:
+        return create_model("test_batchensemble", num_classes=4, in_chans=1, img_size=16, seed=seed,
+                            fast_weight_init=init)
+
+    a, b, c = _fast_weights(build(5, "normal")), _fast_weights(build(5, "normal")), _fast_weights(build(6, "normal"))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert not set(a.unique().tolist()) <= {-1.0, 1.0}
+    assert set(_fast_weights(build(5, "random_sign")).unique().tolist()) == {-1.0, 1.0}
+    conv = BatchEnsembleConv2d(nn.Conv2d(3, 8, 3), 2, seed=0, fast_weight_init="normal")
+    assert conv.r.shape == (2, 3) and conv.s.shape == (2, 8)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: BatchEnsembleResNet("test", num_classes=4, in_chans=1, fast_weight_init="gaussian"),
+    lambda: BatchEnsembleLinear(3, 2, 2, fast_weight_init="Normal"),
+    lambda: BatchEnsembleConv2d(nn.Conv2d(3, 8, 3), 2, fast_weight_init="sign"),
+])
+def test_unknown_fast_weight_init_is_one_sentence(build):
+    with pytest.raises(UnknownNameError, match="fast_weight_init"):
+        build()

@@ -62,9 +62,20 @@ def test_batchensemble_extra_parameters_are_the_per_member_conv_biases():
     conv_bias = sum(m.bias.numel() for m in convs)
     assert round(ed.count_params(net) / 1e6, 2) == 11.23  # ours
     assert round((ed.count_params(net) - conv_bias) / 1e6, 2) == 11.21  # the paper's, without them
-    # ±1 fast weights (the reference draws N(1, 0.5)), as the baselines table says
+    # ±1 fast weights by default (cpu and smoke scale; the reference draws N(1, 0.5²)), as the baselines table says
     r = torch.cat([m.r.flatten() for m in convs])
     assert set(r.unique().tolist()) == {-1.0, 1.0}
+
+
+@pytest.mark.parametrize(("scale", "expected"), [("smoke", None), ("cpu", None), ("paper", "normal")])
+def test_paper_scale_batchensemble_uses_the_references_fast_weight_init(scale, expected):
+    cfg = ch.preset("tab01_efficient_ensembles", scale, verbose=False)
+    (be,) = ch.recipes_for("batchensemble", cfg, 0)
+    assert be.model.kwargs.get("fast_weight_init") == expected  # absent at cpu/smoke: their keys are unchanged
+    (single,) = ch.recipes_for("single", cfg, 0)
+    assert "fast_weight_init" not in single.model.kwargs
+    row = ch.baselines_table().set_index(["method", "aspect"]).loc[("BatchEnsemble", "fast-weight initialisation")]
+    assert "fast_weight_init='normal'" in row["this book"] and "±1" in row["this book"]
 
 
 def test_baselines_table_has_every_method_and_its_columns():
@@ -80,7 +91,7 @@ def test_paper_recipe_is_the_reference_one():
     r = ch.base_recipe(cfg)
     assert (r.optim.epochs, r.optim.lr, r.optim.weight_decay, r.optim.batch_size) == (75, 0.05, 5e-4, 128)
     assert (r.optim.schedule, r.optim.milestones, r.optim.decay_all) == ("multistep", [25, 50], True)
-    assert (r.optim.optimizer, r.optim.momentum) == ("sgd", 0.9)
+    assert (r.optim.optimizer, r.optim.momentum, r.optim.nesterov, r.optim.lr_decay) == ("sgd", 0.9, False, 0.1)
     assert (r.data.augment, r.data.crop_pad, r.data.dataset) == ("flipcrop", 4, "cifar10/train")
 
 
@@ -95,8 +106,29 @@ def test_dataset_and_arch_select_the_block(dataset, arch):
     assert recipe.model.name == f"single_{arch}" and recipe.data.dataset == dataset
     paper = ch.table1_paper(cfg)
     assert paper.loc["Packed-Ensembles", "params_M"] == ch.TABLE1[(dataset, arch)][4][6]
+    # the reference (torch-uncertainty): heavy-ball and x0.1 for CIFAR-10 / ResNet-18, else Nesterov and x0.2
+    reference_like = (dataset, arch) == ("cifar10/train", "resnet18")
+    assert (recipe.optim.nesterov, recipe.optim.lr_decay) == ((False, 0.1) if reference_like else (True, 0.2))
+    assert (recipe.optim.schedule, recipe.optim.decay_all) == ("multistep", True)
     differences = " ".join(ch.recipe_differences(cfg))
-    assert ("Nesterov" in differences) == ((dataset, arch) != ("cifar10/train", "resnet18"))
+    assert "Nesterov" not in differences and "overridden" not in differences
+
+
+def test_recipe_differences_names_an_override_of_the_block():
+    cfg = ch.preset("tab01_efficient_ensembles", "paper", dataset="cifar100/train", lr_decay=0.1, verbose=False)
+    assert ch.base_recipe(cfg).optim.lr_decay == 0.1
+    assert any("lr_decay 0.1 (reference: 0.2)" in d for d in ch.recipe_differences(cfg))
+
+
+def test_paper_block_learning_rate_around_its_milestones():
+    # CIFAR-100 / ResNet-18: 0.1, x0.2 at epochs 60, 120 and 160 of 200 (hand-computed values)
+    cfg = ch.preset("tab01_efficient_ensembles", "paper", dataset="cifar100/train", verbose=False)
+    o = ch.base_recipe(cfg).optim
+    lrs = {e: o.lr * ed.train.lr_factor(e / o.epochs, schedule=o.schedule, decay=o.lr_decay,
+                                        milestones=tuple(m / o.epochs for m in o.milestones))
+           for e in (0, 59, 60, 119, 120, 159, 160, 199)}
+    assert lrs == pytest.approx({0: 0.1, 59: 0.1, 60: 0.02, 119: 0.02, 120: 0.004, 159: 0.004,
+                                 160: 0.0008, 199: 0.0008})
 
 
 def test_explicit_overrides_win_over_the_block_and_late_milestones_never_fire():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 
 import ensdiv as ed
 from ensdiv.chapters.zoo import ZOO, category_of, estimate_seconds, zoo_build, zoo_list, zoo_recipes
@@ -52,12 +53,14 @@ def test_key_ignores_names_also_inside_a_teacher():
 
 @pytest.mark.parametrize("part", [Arch, DataSpec, Optim, Seeds])
 def test_key_changes_with_every_field(part):
-    base = Recipe.make()
+    base = Recipe.make(schedule="step")  # lr_decay acts on a step schedule only
     attr = {Arch: "model", DataSpec: "data", Optim: "optim", Seeds: "seeds"}[part]
     for f in dataclasses.fields(part):
         value = getattr(getattr(base, attr), f.name)
         changed = {str: {"name": "resnet", "dataset": "fmnist/val", "augment": "flip", "optimizer": "adamw",
-                         "schedule": "step"}.get(f.name), bool: not value, dict: {"x": 1}, list: [1]}.get(type(value))
+                         "schedule": "cosine"}.get(f.name), bool: not value, dict: {"x": 1}, list: [1]}.get(type(value))
+        if f.name == "lr_decay":
+            changed = 0.2
         if changed is None:
             changed = value + 1
         other = base.replace(**{attr: getattr(base, attr).replace(**{f.name: changed})})
@@ -138,7 +141,7 @@ def test_zoo_filters_and_estimate():
     with pytest.raises(UnknownNameError, match="Did you mean"):
         zoo_recipes("cpu", "arch/vitt")
     one = zoo_recipes("cpu", "arch/mlp")
-    assert estimate_seconds(one, {"mlp": 1000.0}) == pytest.approx((4 * 10000 + 10000 // 3) / 1000.0)
+    assert estimate_seconds(one, {"mlp": 1000.0}) == pytest.approx((4 * 30000 + 10000 // 3) / 1000.0)  # 30k x 4
 
 
 def test_zoo_list_on_empty_store(tmp_path):
@@ -152,3 +155,68 @@ def test_zoo_build_trains_caches_and_lists(tmp_path):
     row = df.iloc[0]
     assert row["trained"] and 0.0 <= row["test_acc"] <= 1.0 and row["params"] > 0
     assert zoo_list("smoke", store=st, only="arch/mlp").iloc[0]["test_acc"] == row["test_acc"]
+
+
+# ---- fields added after models were cached: Nesterov momentum and the step schedules' decay factor ------------
+def test_cache_keys_of_existing_recipes_are_pinned():
+    # computed with the code before Optim had nesterov / lr_decay: at their defaults these fields must
+    # stay out of the key, or every cached model would be retrained
+    from ensdiv.store import config_key
+
+    zoo_like = Recipe.make(model="resnet", epochs=4, lr=0.05, augment="flip", train_subset=30000, batch_size=64)
+    pe_paper = Recipe.make(model="pe_resnet18", dataset="cifar10/train", epochs=75, lr=0.05, weight_decay=5e-4,
+                           schedule="multistep", milestones=[25, 50], decay_all=True, augment="flipcrop",
+                           crop_pad=4, seed=3)
+    assert config_key(zoo_like.key()) == "b620c1838318f6ea86a3809443767f27f61c48d6b81dc284772dceea52b6c977"
+    assert config_key(pe_paper.key()) == "2009e55f2efbfcc57a7b3eab6085c90dc44ccf716acec394f0f302de41c74258"
+    assert "nesterov" not in zoo_like.key()["optim"] and "lr_decay" not in zoo_like.key()["optim"]
+    set_ = pe_paper.replace(nesterov=True, lr_decay=0.2)
+    assert (set_.key()["optim"]["nesterov"], set_.key()["optim"]["lr_decay"]) == (True, 0.2)
+    assert Recipe.from_dict(set_.to_dict()) == set_ and Recipe.from_dict(pe_paper.to_dict()) == pe_paper
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"lr_decay": 0.0, "schedule": "step"}, r"lr_decay .* must be in \(0, 1\]"),
+        ({"lr_decay": 1.5, "schedule": "step"}, r"lr_decay .* must be in \(0, 1\]"),
+        ({"lr_decay": 0.2}, "lr_decay applies to the step and multistep schedules only, not to 'cosine'"),
+        ({"nesterov": True, "optimizer": "adamw"}, "Nesterov momentum needs optimizer 'sgd'"),
+        ({"nesterov": True, "momentum": 0.0}, "with momentum 0.0"),
+        ({"nesterov": 1}, "'nesterov' must be a bool"),
+    ],
+)
+def test_bad_nesterov_or_lr_decay_is_one_sentence(changes, message):
+    with pytest.raises(InvalidInputError, match=message):
+        Recipe.make(**changes)
+
+
+def test_lr_decay_sets_the_factor_at_each_milestone():
+    # 200 epochs, x0.2 at 60/120/160 (hand-computed): 1, 0.2, 0.04, 0.008
+    ms = (60 / 200, 120 / 200, 160 / 200)
+    factors = [ed.train.lr_factor(e / 200, schedule="multistep", milestones=ms, decay=0.2)
+               for e in (59, 60, 119, 120, 159, 160, 199)]
+    assert factors == pytest.approx([1.0, 0.2, 0.2, 0.04, 0.04, 0.008, 0.008])
+    assert [ed.train.lr_factor(t, schedule="step", decay=0.5) for t in (0.49, 0.5, 0.75)] == pytest.approx(
+        [1.0, 0.5, 0.25])
+    # as torch's MultiStepLR(gamma=0.2), stepped once per epoch
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[60, 120, 160], gamma=0.2)
+    ours = []
+    for epoch in range(200):
+        ours.append(ed.train.lr_factor(epoch / 200, schedule="multistep", milestones=ms, decay=0.2))
+        assert ours[-1] == pytest.approx(opt.param_groups[0]["lr"]), epoch
+        opt.step()
+        sched.step()
+
+
+@pytest.mark.parametrize(("nesterov", "optimizer"), [(True, "sgd"), (False, "sgd"), (False, "rmsprop")])
+def test_nesterov_reaches_torch_sgd(nesterov, optimizer):
+    optim = Optim(optimizer=optimizer, nesterov=nesterov, momentum=0.9)
+    opt = ed.train.make_optimizer(torch.nn.Linear(3, 2), optim)
+    if optimizer == "sgd":
+        assert type(opt) is torch.optim.SGD
+        assert all(g["nesterov"] is nesterov and g["momentum"] == 0.9 for g in opt.param_groups)
+    else:
+        assert "nesterov" not in opt.param_groups[0]

@@ -364,3 +364,30 @@ def test_unknown_paper():
     with pytest.raises(EnsdivError, match="packed-ensembles") as err:
         _claim(paper="packed_ensembles")
     _bad_input(err)
+
+
+# --- chapter landing pages ---------------------------------------------------------------------------------------
+def test_chapter_summary_lists_the_chapters_claims_and_failed_pages(build, monkeypatch):
+    """Two sed claims (one holds, one does not), a claim of another chapter and a failed sed page: the sed
+    summary counts and lists exactly its own three rows, links each page, and shows the thumbnail."""
+    records = [("notebooks/sed/a.ipynb", "sed", "Fig. 3", 1), ("notebooks/sed/b.ipynb", "sed", "Tab. 1", 3),
+               ("notebooks/packed-ensembles/c.ipynb", "packed-ensembles", "Fig. 1", 1)]
+    for nb, paper, item, x in records:
+        monkeypatch.setenv("ENSDIV_NOTEBOOK", nb)
+        _claim(paper=paper, item=item, checks=[report.less("x", "y")], ours={"x": x, "y": 2}, write=True)
+    books = ["notebooks/sed/a.ipynb", "notebooks/sed/b.ipynb", "notebooks/sed/broken.ipynb",
+             "notebooks/packed-ensembles/c.ipynb"]
+    text = report.chapter_summary("cpu", chapter="sed", notebooks=books, failed={"notebooks/sed/broken.ipynb": "boom"},
+                                  key_page="notebooks/sed/a.ipynb", thumbnail="/book/_generated/sed-key.png",
+                                  claims_doc="book/claims")
+    assert "3 claims, 1 holds, 1 does not hold, 1 failed." in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 3 and not any("packed" in r for r in rows)
+    assert any("</notebooks/sed/a>" in r and "**holds**" in r for r in rows)
+    assert any("</notebooks/sed/broken>" in r and "**failed**" in r and "boom" in r for r in rows)
+    assert "```{image} /book/_generated/sed-key.png" in text and "{doc}`/book/claims`" in text
+    failed_key = report.chapter_summary("cpu", chapter="sed", notebooks=books, key_page="notebooks/sed/broken.ipynb",
+                                        failed={"notebooks/sed/broken.ipynb": "boom"})
+    assert "key page {doc}`broken </notebooks/sed/broken>` failed." in failed_key and "{image}" not in failed_key
+    with pytest.raises(report.InvalidInputError, match="Unknown scale"):
+        report.chapter_summary("big", chapter="sed", notebooks=books)

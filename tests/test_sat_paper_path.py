@@ -202,3 +202,28 @@ def test_chapter_sat_paper_scale_on_pretrained_models_matches_sat_matrix(fake_im
         dev = next(models[0].parameters()).device  # CUDA when there is one
         by_hand = forward_pixels(models[0].model, data.x.to(dev)).cpu()
         assert torch.allclose(predict(models[0], ev), by_hand, atol=1e-4)
+
+
+# ---- Fig. D.2 at paper scale: the measured matrix against the released one ---------------------------------
+def test_figD2_paper_preset_measures_what_fig02_measures():
+    d2 = preset("attack-similarity/figD2_similarity_matrix", "paper")
+    fig02 = preset("attack-similarity/fig02_similarity_vs_err", "paper")
+    keys = ("zoo", "attack", "eps", "alpha", "steps", "subsample", "eval_subset", "seed")
+    assert d2.measured and {k: d2[k] for k in keys} == {k: fig02[k] for k in keys}  # same cached SAT rows
+    assert not preset("attack-similarity/figD2_similarity_matrix", "cpu").measured
+
+
+def test_measured_paper_matrix_compares_with_the_release(fake_imagenet, tmp_path, tmp_store, monkeypatch):
+    arches = ["test_vit", "test_resnet", "test_convnext"]
+    files = {n: _weights(tmp_path, n, seed=k, favour=list(COUNTS))[0] for k, n in enumerate(arches)}
+    monkeypatch.setattr(mp, "_local_weights", files.get)
+    cfg = preset("attack-similarity/figD2_similarity_matrix", "paper", zoo=arches, subsample=8, steps=2)
+    as_released = ["resnet50", "vit_small_patch16_224", "convnext_tiny"]  # three of the release's names
+    sat = ch.chapter_sat(cfg, ch.chapter_recipes(cfg), names=as_released)
+    release, _ = ch.release.load_sat_release()
+    out = ch.release.compare_with_release(sat.frame(), release=release)
+    finite = int(np.isfinite(sat.scores.numpy()[np.triu_indices(3, 1)]).sum())
+    assert (out["models"], out["models_not_measured"], out["pairs"], out["pairs_undefined"]) == (3, 66, finite,
+                                                                                                 3 - finite)
+    assert out["diagonal_released"] == pytest.approx(np.diag(release.loc[as_released, as_released]).mean())
+    assert out["asymmetry_measured"] == pytest.approx(0.0, abs=1e-6)  # Eq. 1 is symmetric

@@ -14,6 +14,7 @@ from ensdiv.chapters.attack_similarity.release import (
     PAPER_CLUSTERS_VERBATIM,
     PAPER_ORDER,
     cluster_keywords,
+    compare_with_release,
     component_differences,
     component_importance,
     default_sat_root,
@@ -23,7 +24,7 @@ from ensdiv.chapters.attack_similarity.release import (
     spectral_features,
     spectral_readings,
 )
-from ensdiv.errors import DataNotFoundError, EnsdivError
+from ensdiv.errors import DataNotFoundError, EnsdivError, InvalidInputError
 
 
 def test_released_files_load_and_match_paper_list():
@@ -226,3 +227,71 @@ def test_keywords_match_hand_tfidf():
         assert kw[lab] == best
     assert kw[2][0] == "A: y"
     assert len(COMPONENTS) == 13
+
+
+# ---- a measured matrix against the released one -------------------------------------------------------------
+def test_release_against_itself_and_plus_noise():
+    sim, _ = load_sat_release()
+    same = compare_with_release(sim, release=sim)
+    assert (same["models"], same["pairs"], same["models_not_measured"], same["pairs_undefined"]) == (69, 2346, 0, 0)
+    assert same["pearson"] == pytest.approx(1.0) and same["spearman"] == pytest.approx(1.0)
+    assert same["mean_measured"] == pytest.approx(same["mean_released"])
+    assert same["diagonal_measured"] == pytest.approx(np.diag(sim.to_numpy()).mean())
+    assert same["asymmetry_measured"] == 0.0
+    # symmetric noise of std 0.1 on off-diagonal scores of std ~0.5: r near, but below, 1
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.1, sim.shape)
+    noisy = sim + (noise + noise.T) / 2
+    out = compare_with_release(noisy, release=sim)
+    s = sim.to_numpy()[np.triu_indices(69, 1)]
+    expected = np.corrcoef(s, noisy.to_numpy()[np.triu_indices(69, 1)])[0, 1]
+    assert out["pearson"] == pytest.approx(expected) and 0.9 < out["pearson"] < 1.0
+    assert 0.9 < out["spearman"] < 1.0
+
+
+def test_compare_matches_scipy_on_a_small_subset_in_any_order():
+    from scipy import stats
+
+    sim, _ = load_sat_release()
+    names = ["resnet50", "vit_small_patch16_224", "convnext_tiny", "dpn107", "pit_s_224"]
+    rng = np.random.default_rng(1)
+    measured = rng.normal(2.5, 0.5, (5, 5)).round(1)  # rounding makes ties for the ranks
+    measured = (measured + measured.T) / 2
+    out = compare_with_release(measured, names=names)
+    order = [n for n in sim.index if n in names]  # the release's order, as the function pairs them
+    k = [names.index(n) for n in order]
+    m, r = measured[np.ix_(k, k)], sim.loc[order, order].to_numpy()
+    i, j = np.triu_indices(5, 1)
+    assert (out["models"], out["pairs"], out["models_not_measured"]) == (5, 10, 64)
+    assert out["pearson"] == pytest.approx(stats.pearsonr(m[i, j], r[i, j])[0])
+    assert out["spearman"] == pytest.approx(stats.spearmanr(m[i, j], r[i, j])[0])
+    assert out["mean_measured"] == pytest.approx(m[i, j].mean())
+    assert out["diagonal_released"] == pytest.approx(np.diag(r).mean())
+
+
+def test_compare_symmetrises_and_skips_undefined_pairs():
+    rel = pd.DataFrame([[4.6, 1.0, 2.0, 3.0], [1.0, 4.6, 2.5, 1.5], [2.0, 2.5, 4.6, 0.5], [3.0, 1.5, 0.5, 4.6]],
+                       index=list("abcd"), columns=list("abcd"))
+    measured = rel.to_numpy().copy()
+    measured[0, 1], measured[1, 0] = 0.0, 2.0  # pair {a, b}: mean 1.0, as released; asymmetry 2
+    measured[2, 3] = measured[3, 2] = np.nan  # pair {c, d}: undefined
+    out = compare_with_release(measured, names=list("abcd"), release=rel)
+    assert (out["pairs"], out["pairs_undefined"], out["asymmetry_measured"]) == (5, 1, 2.0)
+    assert out["pearson"] == pytest.approx(1.0) and out["mean_measured"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"measured": np.zeros((3, 4)), "names": list("abc")}, "must be square"),
+        ({"measured": np.zeros((3, 3))}, "Name the rows"),
+        ({"measured": np.zeros((3, 3)), "names": list("aab")}, "3 distinct model names"),
+        ({"measured": np.zeros((3, 3)), "names": list("ab")}, "3 distinct model names"),
+        ({"measured": np.zeros((3, 3)), "names": ["resnet50", "dpn107", "resnet5O"]}, "not in the released matrix"),
+        ({"measured": np.zeros((2, 2)), "names": ["resnet50", "dpn107"]}, "at least 3 models in common, got 2"),
+        ({"measured": pd.DataFrame(np.zeros((2, 2)), index=["a", "b"], columns=["b", "a"])}, "same order"),
+    ],
+)
+def test_compare_bad_inputs_are_one_sentence(kwargs, message):
+    with pytest.raises(InvalidInputError, match=message):
+        compare_with_release(**kwargs)

@@ -283,3 +283,114 @@ def test_channels_last_is_opt_in_and_hands_back_the_default_format():
     b = fit(create_model("test_cnn", num_classes=3, img_size=8), _toy(), Optim(epochs=1, batch_size=16),
             progress=False)
     assert torch.allclose(_weights(a), _weights(b), atol=1e-4)  # rounding only
+
+
+# ---- divergence: on_diverge="raise" | "stop" ----------------------------------------------------------------
+def _nan_at(call: int, *, weights: bool = False):
+    """A cross-entropy loss_fn whose ``call``-th call (1-based) is NaN; with ``weights`` it stays finite but
+    its gradient is NaN (sqrt at 0 times a zero slope), so the step leaves NaN weights."""
+    count = {"n": 0}
+
+    def loss_fn(model, x, y):
+        count["n"] += 1
+        loss = nn.functional.cross_entropy(model(x), y)
+        if count["n"] == call:
+            if not weights:
+                return loss * float("nan")
+            w = next(model.parameters())
+            return loss + torch.sqrt(((w - w.detach()) ** 2).sum())  # value + 0, gradient NaN
+        return loss
+
+    return loss_fn
+
+
+def _run(loss_fn, *, epochs: int = 3, on_epoch_end=None, on_diverge: str = "stop") -> nn.Module:
+    torch.manual_seed(123)
+    model = create_model("test_cnn", num_classes=3, img_size=8)
+    return fit(model, _toy(), Optim(epochs=epochs, lr=0.1, batch_size=16), seed=0, progress=False,
+               loss_fn=loss_fn, on_epoch_end=on_epoch_end, on_diverge=on_diverge)
+
+
+def test_divergence_stops_at_the_step_and_keeps_the_last_finished_epoch():
+    states: dict[int, dict] = {}
+    reference = _run(_nan_at(-1), on_epoch_end=lambda e, s: states.setdefault(e, s["model"]))  # never NaN
+    assert reference.ensdiv_fit.status == "finished" and reference.ensdiv_fit.epochs_done == 3
+    # 96 images / 16 = 6 steps per epoch: call 10 is epoch 2's 4th step
+    model = _run(_nan_at(10))
+    rep = model.ensdiv_fit
+    assert (rep.status, rep.diverged_epoch, rep.diverged_step, rep.epochs_done, rep.cause) == (
+        "diverged", 2, 10, 1, "loss")
+    assert len(rep.history) == 1 and math.isfinite(rep.last_finite_loss)
+    for k, v in model.state_dict().items():  # the weights (and BN statistics) of epoch 1 of the same run
+        assert torch.equal(v, states[1][k]), k
+    assert torch.isfinite(_weights(model)).all()
+    d = rep.to_dict()
+    assert d["diverged_step"] == 10 and isinstance(d["history"], list)
+
+
+def test_divergence_in_the_first_epoch_gives_back_the_starting_weights():
+    torch.manual_seed(123)
+    init = create_model("test_cnn", num_classes=3, img_size=8).state_dict()
+    model = _run(_nan_at(3))
+    assert (model.ensdiv_fit.diverged_step, model.ensdiv_fit.epochs_done, model.ensdiv_fit.history) == (3, 0, ())
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, init[k]), k
+
+
+def test_finite_loss_leaving_nan_weights_is_caught_at_the_epoch_end():
+    torch.manual_seed(123)
+    init = create_model("test_cnn", num_classes=3, img_size=8).state_dict()
+    ends = []
+    model = _run(_nan_at(6, weights=True), on_epoch_end=lambda e, s: ends.append(e))  # epoch 1's last step
+    rep = model.ensdiv_fit
+    assert (rep.status, rep.cause, rep.diverged_epoch, rep.diverged_step, rep.epochs_done) == (
+        "diverged", "weights", 1, 6, 0)
+    assert ends == []  # no checkpoint of non-finite weights
+    assert all(torch.equal(v, init[k]) for k, v in model.state_dict().items())
+
+
+def test_divergence_raises_by_default_and_bad_option_is_one_sentence():
+    with pytest.raises(EnsdivError, match=r"Training diverged \(loss nan\) at epoch 2"):
+        _run(_nan_at(10), on_diverge="raise")
+    with pytest.raises(ed.errors.InvalidInputError, match="on_diverge must be 'raise' or 'stop', got 'skip'"):
+        _run(_nan_at(10), on_diverge="skip")
+    with pytest.raises(ed.errors.InvalidInputError, match="on_diverge must be"):
+        train_recipe(_recipe(), on_diverge="ignore")
+
+
+def test_interrupted_fit_says_so():
+    torch.manual_seed(0)
+    model = fit(create_model("test_cnn", num_classes=3, img_size=8), _toy(), Optim(epochs=3, lr=0.1, batch_size=16),
+                progress=False, stop_after=1)
+    assert (model.ensdiv_fit.status, model.ensdiv_fit.epochs_done, model.ensdiv_fit.diverged_step) == (
+        "interrupted", 1, None)
+
+
+def test_a_diverged_recipe_is_cached_as_a_result(tmp_path, monkeypatch):
+    calls = {"n": 0}
+
+    def nan_at_7(logits, target, *, lam=0.0, label_smoothing=0.0):
+        calls["n"] += 1
+        loss = losses.independent(logits, target)
+        return loss * float("nan") if calls["n"] == 7 else loss
+
+    monkeypatch.setitem(losses.ENSEMBLE_LOSSES, "nan_at_7", nan_at_7)
+    st = Store(tmp_path)
+    r = _recipe(epochs=3, train_subset=192).replace(method=Joint(members=2, loss="nan_at_7"))  # 3 steps per epoch
+    model = train_recipe(r, store=st, progress=False, on_diverge="stop")
+    rep = model.ensdiv_meta["fit"]
+    assert (rep["status"], rep["diverged_epoch"], rep["diverged_step"], rep["epochs_done"]) == ("diverged", 3, 7, 2)
+    assert len(rep["history"]) == 2 and not st.entries("checkpoint") and len(st.entries("model")) == 1
+    again = train_recipe(r, store=st, progress=False, on_diverge="stop")  # cached: not trained again
+    assert calls["n"] == 7 and again.ensdiv_meta["fit"] == rep
+    assert torch.equal(_weights(again), _weights(model)) and torch.isfinite(_weights(model)).all()
+    with pytest.raises(EnsdivError, match="diverged \\(non-finite loss\\) at step 7, epoch 3"):
+        train_recipe(r, store=st, progress=False)
+
+
+def test_resumed_recipe_reports_the_whole_history(tmp_path):
+    st = Store(tmp_path)
+    r = _recipe()
+    train_recipe(r, store=st, progress=False, stop_after=2)
+    model = train_recipe(r, store=st, progress=False)
+    assert model.ensdiv_meta["fit"]["status"] == "finished" and len(model.ensdiv_meta["fit"]["history"]) == 3

@@ -22,6 +22,7 @@ from ensdiv.chapters import (
     foundations,
     packed_ensembles,
     sed,
+    synthesis,
     training_methods,
     zoo,
 )
@@ -31,12 +32,12 @@ from ensdiv.errors import unknown_name
 
 __all__ = [
     "CHAPTERS", "MODULES", "preset", "list_presets", "attack_similarity", "design_diversity",
-    "design_diversity_training", "foundations", "packed_ensembles", "sed", "training_methods", "zoo",
+    "design_diversity_training", "foundations", "packed_ensembles", "sed", "synthesis", "training_methods", "zoo",
 ]
 
 #: every chapter module (a chapter may have two: design-diversity's halves share one slug)
 MODULES = (foundations, design_diversity, design_diversity_training, training_methods, attack_similarity,
-           packed_ensembles, sed)
+           packed_ensembles, sed, synthesis)
 #: chapter slug -> its first module
 CHAPTERS = {m.SLUG: m for m in reversed(MODULES)}
 

@@ -42,7 +42,8 @@ __all__ = [
     "SLUG", "PRESETS", "preset", "SET_KEYS", "SET_LABELS", "CPU_SETS", "PAPER_TABLE1", "PAPER_FIG_A", "PAPER_TABLE_I",
     "chapter_models", "model_name", "model_params", "subset_index", "eval_set", "chapter_logits", "chapter_labels",
     "chapter_attributions", "accuracy_table", "diversity_sweep", "minmax", "arch_class", "training_approach",
-    "adjusted_r2", "recipe_settings", "zoo_recipes",
+    "adjusted_r2", "recipe_settings", "zoo_recipes", "eval_set_key", "member_module", "member_cache_config",
+    "SMOKE_ZOO", "PAPER_ZOO",
 ]  # fmt: skip
 
 SET_KEYS = ("clean", "v2", "plasma", "checkerboard", "waterdrop", "lines")
@@ -147,11 +148,15 @@ def model_name(member: Any) -> str:
     return member.name if isinstance(member, ed.Recipe) else str(getattr(member, "ensdiv_name", type(member).__name__))
 
 
-def _module(member: Any) -> nn.Module:
+def member_module(member: Any) -> nn.Module:
+    """The module of a member in eval mode: a zoo recipe's trained (cached) model, else the module itself."""
     return (ed.train_recipe(member) if isinstance(member, ed.Recipe) else member).eval()
 
 
-def _model_config(member: Any) -> Any:
+def member_cache_config(member: Any) -> Any:
+    """What keys a member's cached outputs (logits, attributions, CKA): a recipe's
+    :func:`ensdiv.train.model_cache_config`, else the module's ``ensdiv_cache_id`` (what decides its weights),
+    else its class name."""
     if isinstance(member, ed.Recipe):
         return model_cache_config(member)
     return getattr(member, "ensdiv_cache_id", None) or {"module": type(member).__name__}
@@ -159,7 +164,7 @@ def _model_config(member: Any) -> Any:
 
 def model_params(members: Sequence[Any]) -> list[int]:
     """Parameter count of each model (a recipe's trained model is loaded from the cache)."""
-    return [ed.count_params(_module(m)) for m in members]
+    return [ed.count_params(member_module(m)) for m in members]
 
 
 # ---- evaluation sets ---------------------------------------------------------------------------------------
@@ -200,7 +205,8 @@ def _paper_folder_set(key: str, n: int, seed: int, root: str) -> ed.TensorSet:
     idx = subset_index(len(ds), n, seed).tolist()
     x = torch.stack([ds[i][0] for i in idx]).float().div_(255.0)
     y = torch.tensor([int(ds.targets[i]) for i in idx], dtype=torch.long)
-    return ed.TensorSet(x, y, f"{name}[{n}@{seed}]", list(getattr(ds, "classes", [])) or [str(i) for i in range(1000)],
+    # labels are indices into ImageNet-1k's 1000 classes, whichever classes the folder happens to hold
+    return ed.TensorSet(x, y, f"{name}[{n}@{seed}]", ed.data.paper.sets.imagenet_wnids(),
                         f"{name}, {len(idx)} images drawn with seed {seed}")  # fmt: skip
 
 
@@ -235,8 +241,10 @@ def eval_set(cfg: Any, key: str, n: int | None = None) -> tuple[ed.TensorSet, st
     return data, data.name, None
 
 
-def _set_key(data: ed.TensorSet, name: str, idx: torch.Tensor | None) -> str:
-    """The cache key of an evaluation set: a registered set's name (and the rows taken), else a content hash."""
+def eval_set_key(data: ed.TensorSet, name: str, idx: torch.Tensor | None) -> str:
+    """The cache key of an evaluation set as :func:`eval_set` returns it (``data``, its registered ``name``, the
+    rows ``idx`` taken or ``None``): the name when every row is taken, the name and a hash of the rows for a
+    subset, else (``idx`` is ``None``: a set built here) the set's name and a hash of its content."""
     if idx is None:
         return f"{data.name}#{dataset_fingerprint(data)[:16]}"
     if data.name == name:
@@ -263,7 +271,7 @@ def chapter_logits(cfg: Any, members: Sequence[Any], key: str, n: int | None = N
             full = ed.cached_predictions(m, name) if idx is not None else None
             out.append(full[idx] if full is not None else ed.predict(m, data))
         else:
-            conf = {"version": 1, "model": _model_config(m), "set": _set_key(data, name, idx)}
+            conf = {"version": 1, "model": member_cache_config(m), "set": eval_set_key(data, name, idx)}
             out.append(ed.cached("dd-logits", conf, lambda m=m: {"logits": ed.predict(m, data)})["logits"])
     return torch.stack(out)
 
@@ -275,14 +283,14 @@ def chapter_attributions(cfg: Any, members: Sequence[Any], key: str) -> tuple[to
     (captum's and the paper's default). Computed once per (model, set, images) and cached in bfloat16.
     """
     data, name, idx = eval_set(cfg, key, cfg["attr_images"])
-    set_key = _set_key(data, name, idx)
+    set_key = eval_set_key(data, name, idx)
     maps = []
     for m in members:
-        conf = {"version": ATTR_VERSION, "model": _model_config(m), "set": set_key, "method": "saliency",
+        conf = {"version": ATTR_VERSION, "model": member_cache_config(m), "set": set_key, "method": "saliency",
                 "abs": bool(cfg["attr_abs"]), "target": "label"}  # fmt: skip
 
         def compute(m=m) -> dict:
-            net = _module(m)
+            net = member_module(m)
             for p in net.parameters():
                 p.requires_grad_(False)  # gradients w.r.t. the input only
             a = ed.metrics.attributions(net, data.x, data.y, method="saliency", abs=bool(cfg["attr_abs"]),
@@ -358,7 +366,8 @@ def recipe_settings(member: Any) -> dict:
 
 
 # ---- presets ------------------------------------------------------------------------------------------------
-_SMOKE_ZOO = ["arch/small_cnn", "arch/mlp", "arch/resnet", "arch/vit", "arch/squeezenet"]
+#: smoke scale: the zoo entries standing for Table i's models (the smoke zoo has no ``dd/*`` entries)
+SMOKE_ZOO = ["arch/small_cnn", "arch/mlp", "arch/resnet", "arch/vit", "arch/squeezenet"]
 #: paper scale, Fig. 5-7 and Table i: 14 pretrained timm models standing for Table i's (our choice: timm has
 #: no weights of the paper's own trainings; SqueezeNet and DINO-DeiT-tiny have none in timm at all).
 PAPER_ZOO = [
@@ -398,20 +407,20 @@ PRESETS: dict = {
     },
     "design-diversity/fig05_06_ensemble_diversity": {
         "common": _COMMON,
-        "smoke": {"zoo": _SMOKE_ZOO, "eval_images": 200, "attr_images": 64},
+        "smoke": {"zoo": SMOKE_ZOO, "eval_images": 200, "attr_images": 64},
         # cpu: the 14 dd/* models; accuracy on the whole test set (cached by the zoo), saliency on 1,000 images
         "cpu": {"zoo": ["dd/*"], "eval_images": 0, "attr_images": 1000},
         "paper": {"zoo": PAPER_ZOO, "eval_images": 5000, "attr_images": 250, "attr_batch": 25},
     },
     "design-diversity/fig07_trend_lines": {
         "common": {**_COMMON, "sets": ["v2", "plasma", "checkerboard", "waterdrop", "lines"]},
-        "smoke": {"zoo": _SMOKE_ZOO, "eval_images": 200, "attr_images": 64},
+        "smoke": {"zoo": SMOKE_ZOO, "eval_images": 200, "attr_images": 64},
         "cpu": {"zoo": ["dd/*"], "eval_images": 5000, "attr_images": 1000},
         "paper": {"zoo": PAPER_ZOO, "eval_images": 5000, "attr_images": 250, "attr_batch": 25},
     },
     "design-diversity/tabA_zoo_training": {
         "common": _COMMON,
-        "smoke": {"zoo": _SMOKE_ZOO},
+        "smoke": {"zoo": SMOKE_ZOO},
         "cpu": {"zoo": ["dd/*"]},
         "paper": {"zoo": PAPER_ZOO, "eval_images": 5000},
     },

@@ -12,14 +12,17 @@ Evaluation sets, cached logits and Saliency maps, and the Eq. 7 sweep come from 
 (:mod:`ensdiv.chapters.design_diversity`); a sub-network or a jointly trained member is an ``nn.Module``
 carrying ``ensdiv_cache_id`` (what decides it) and ``ensdiv_name``, so those helpers cache its outputs too.
 
-**Divergence is a result.** A run whose loss becomes non-finite stops; :func:`train_joint` records the epoch
-and step, the last finite loss and the members of the last finished epoch (the engine raises
-``EnsdivError("Training diverged ...")``, which is caught here) and caches that record like a finished run.
+Every jointly trained ensemble (the NCL losses and the attribution penalty, which reaches the batch's inputs
+through :data:`ensdiv.losses.INPUT_LOSSES`) is an ordinary ``ed.Joint`` recipe trained and cached by
+:func:`ensdiv.train_recipe`.
+
+**Divergence is a result.** A run whose loss becomes non-finite stops (``train_recipe(..., on_diverge="stop")``);
+:func:`train_joint` reads the engine's fit report: the epoch and step, the last finite loss, and the members of
+the last finished epoch, cached like a finished run.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,8 +37,7 @@ import ensdiv as ed
 from ensdiv.chapters import design_diversity as dd
 from ensdiv.chapters._presets import chapter_preset
 from ensdiv.errors import EnsdivError, unknown_name
-from ensdiv.losses import ENSEMBLE_LOSSES
-from ensdiv.losses.ncl import NCL_LOSSES, attribution_penalty
+from ensdiv.losses import ENSEMBLE_LOSSES, INPUT_LOSSES
 from ensdiv.models.supernet import (
     SubnetConfig,
     SuperResNet,
@@ -48,9 +50,9 @@ from ensdiv.models.supernet import (
 from ensdiv.train import build_model, cpu_state, fit, load_training_set, model_cache_config
 
 SLUG = dd.SLUG
-JOINT_VERSION = 1
 SUPERNET_VERSION = 1
-ATTRIBUTION_LOSS = "attribution_variance"
+#: the recipe loss name of Eq. 8 (:func:`ensdiv.losses.attribution_penalty`, in ``ensdiv.losses.INPUT_LOSSES``)
+ATTRIBUTION_LOSS = "attribution_penalty"
 
 __all__ = [
     "SLUG", "PRESETS", "preset", "HEURISTICS", "PAPER_TABLE2", "PAPER_FIG10_CLAIMS", "SET_KEYS", "SET_LABELS",
@@ -93,8 +95,8 @@ def joint_recipe(cfg: Any, loss: str, lam: float, options: dict | None = None, *
     """The recipe of a jointly trained ensemble of ``cfg.members`` copies of ``cfg.member_model``: AdaBelief
     (lr, eps 1e-8, β = (0.9, 0.999)), the step schedule, no weight decay, ``cfg.train_subset`` images for
     ``cfg.epochs`` epochs (``changes`` override any flat recipe field)."""
-    if loss not in NCL_LOSSES and loss not in ENSEMBLE_LOSSES and loss != ATTRIBUTION_LOSS:
-        raise unknown_name("ensemble loss", loss, [*ENSEMBLE_LOSSES, *NCL_LOSSES, ATTRIBUTION_LOSS])
+    if loss not in ENSEMBLE_LOSSES and loss not in INPUT_LOSSES:
+        raise unknown_name("ensemble loss", loss, [*ENSEMBLE_LOSSES, *INPUT_LOSSES])
     r = ed.Recipe.make(model=cfg["member_model"], model_kwargs=dict(cfg["member_kwargs"]), dataset=cfg["train_set"],
                        train_subset=cfg["train_subset"], epochs=cfg["epochs"], batch_size=cfg["batch_size"],
                        optimizer="adabelief", lr=cfg["lr"], eps=1e-8, weight_decay=0.0, schedule="step",
@@ -105,7 +107,8 @@ def joint_recipe(cfg: Any, loss: str, lam: float, options: dict | None = None, *
 
 @dataclass
 class JointRun:
-    """One jointly trained ensemble: how its training ended and its members (those of the last finished epoch)."""
+    """One jointly trained ensemble: how its training ended (the engine's fit report) and its members (those of
+    the last finished epoch)."""
 
     recipe: ed.Recipe
     label: str
@@ -117,6 +120,7 @@ class JointRun:
     last_finite_loss: float | None = None
     train_time_s: float = 0.0
     members: list[nn.Module] = field(default_factory=list)
+    cause: str | None = None  # "loss" (a non-finite loss) or "weights" (non-finite weights at an epoch's end)
 
     def row(self) -> dict:
         return {"run": self.label, "loss": self.recipe.method.loss, "λ": self.recipe.method.lam, "status": self.status,
@@ -126,67 +130,24 @@ class JointRun:
                 "train time (s)": round(self.train_time_s, 1)}  # fmt: skip
 
 
-def _loss_fn(recipe: ed.Recipe, stack: ed.MemberStack):
-    m = recipe.method
-    if m.loss == ATTRIBUTION_LOSS:
-        return lambda _w, x, y: attribution_penalty(list(stack.members), x, y, lam=m.lam, **m.options)
-    fn = NCL_LOSSES.get(m.loss) or ENSEMBLE_LOSSES[m.loss]
-    return lambda w, x, y: fn(w(x), y, lam=m.lam, **m.options)
-
-
-def _train_joint(recipe: ed.Recipe) -> dict:
-    data = load_training_set(recipe)
-    shape = {"num_classes": max(data.num_classes, int(data.y.max()) + 1), "in_chans": int(data.x.shape[1]),
-             "img_size": int(data.x.shape[-1])}  # fmt: skip
-    members = [build_model(recipe, init_seed=recipe.seeds.init + i, **shape) for i in range(recipe.method.members)]
-    stack = ed.MemberStack(members)
-    inner = _loss_fn(recipe, stack)
-    track: dict[str, Any] = {"step": 0, "last": None, "bad_step": None, "state": None, "history": []}
-
-    def loss_fn(w: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = inner(w, x, y)
-        track["step"] += 1
-        if torch.isfinite(loss):
-            track["last"] = float(loss.detach())
-        elif track["bad_step"] is None:
-            track["bad_step"] = track["step"]
-        return loss
-
-    def on_epoch_end(epoch: int, state: dict) -> None:
-        track["history"].append(float(state["loss"]))
-        track["state"] = cpu_state(stack)
-
-    t0 = time.perf_counter()
-    status, bad_epoch = "finished", None
-    try:
-        fit(stack, data, recipe.optim, seed=recipe.seeds.order, augment=recipe.data.augment, loss_fn=loss_fn,
-            desc=recipe.label, on_epoch_end=on_epoch_end)  # fmt: skip
-    except EnsdivError as exc:  # the engine's "Training diverged (loss nan) at epoch E; ..."
-        hit = re.search(r"Training diverged .* at epoch (\d+)", str(exc))
-        if hit is None:
-            raise
-        status, bad_epoch = "diverged", int(hit.group(1))
-    return {"shape": shape, "state": track["state"], "history": track["history"], "status": status,
-            "diverged_epoch": bad_epoch, "diverged_step": track["bad_step"] if status == "diverged" else None,
-            "last_finite_loss": track["last"], "train_time_s": time.perf_counter() - t0}  # fmt: skip
-
-
 def train_joint(recipe: ed.Recipe, label: str = "") -> JointRun:
-    """Train (once; cached as kind ``dd-joint``, keyed by :func:`ensdiv.train.model_cache_config` of the recipe)
-    the jointly trained ensemble of ``recipe`` and return its :class:`JointRun`. A non-finite loss ends the
-    run as ``"diverged"`` (not an exception); its members are those of the last finished epoch (none when it
-    diverged in the first epoch)."""
-    conf = {"version": JOINT_VERSION, "model": model_cache_config(recipe)}
-    p = ed.cached("dd-joint", conf, lambda: _train_joint(recipe))
-    run = JointRun(recipe, label or recipe.method.loss, p["status"], len(p["history"]), list(p["history"]),
-                   p["diverged_epoch"], p["diverged_step"], p["last_finite_loss"], float(p["train_time_s"]))
-    if p["state"] is not None:
-        members = [build_model(recipe, **p["shape"]) for _ in range(recipe.method.members)]
-        stack = ed.MemberStack(members)
-        stack.load_state_dict(p["state"])
+    """Train (once: :func:`ensdiv.train_recipe` with ``on_diverge="stop"``, cached as the recipe's model) the
+    jointly trained ensemble of ``recipe`` and return its :class:`JointRun`. A non-finite loss ends the run as
+    ``"diverged"`` (not an exception); its members are those of the last finished epoch (none when it diverged
+    in the first epoch). Each member carries ``ensdiv_cache_id`` (the recipe's model key and its index) and
+    ``ensdiv_name``."""
+    stack = ed.train_recipe(recipe, on_diverge="stop")
+    meta = stack.ensdiv_meta
+    # an entry cached before the engine recorded fit reports finished every epoch (a diverged run raised then)
+    rep = meta.get("fit") or {"status": "finished", "epochs_done": recipe.optim.epochs, "history": []}
+    run = JointRun(recipe, label or recipe.method.loss, rep["status"], int(rep["epochs_done"]), list(rep["history"]),
+                   rep.get("diverged_epoch"), rep.get("diverged_step"), rep.get("last_finite_loss"),
+                   float(meta["train_time_s"]), cause=rep.get("cause"))  # fmt: skip
+    if run.epochs_done > 0:
+        key = model_cache_config(recipe)
         for i, m in enumerate(stack.members):
             m.eval()
-            m.ensdiv_cache_id = {**conf, "member": i, "epochs": len(p["history"])}
+            m.ensdiv_cache_id = {"model": key, "member": i}
             m.ensdiv_name = f"{run.label} [{i}]"
         run.members = list(stack.members)
     return run
@@ -298,7 +259,7 @@ def pair_diversity(cfg: Any, models: Sequence[nn.Module], key: str = "clean") ->
     baseline, target = the label. Returns ``(pairs × methods scores, seconds per method)``; maps and their
     compute time are cached per model and method."""
     data, name, idx = eval_set(cfg, key, cfg["fig9_images"])
-    set_key = dd._set_key(data, name, idx)
+    set_key = dd.eval_set_key(data, name, idx)
     maps: dict[str, list[torch.Tensor]] = {}
     secs: dict[str, float] = {}
     for label, opts in attribution_methods(cfg["ig_steps"]).items():
@@ -367,10 +328,11 @@ def cka_between(cfg: Any, a: Any, b: Any, key: str = "clean") -> tuple[torch.Ten
     ``cfg.cka_images`` images of set ``key`` in batches of ``cfg.cka_batch`` (cached). A constant layer has zero
     self-similarity: minibatch CKA then divides a rounding residue by zero and returns inf or NaN; every
     non-finite entry is returned as NaN."""
-    a, b = (dd._module(m) for m in (a, b))
+    a, b = (dd.member_module(m) for m in (a, b))
     data, name, idx = eval_set(cfg, key, cfg["cka_images"])
     la, lb = layer_names(a), layer_names(b)
-    conf = {"version": 1, "a": dd._model_config(a), "b": dd._model_config(b), "set": dd._set_key(data, name, idx),
+    conf = {"version": 1, "a": dd.member_cache_config(a), "b": dd.member_cache_config(b),
+            "set": dd.eval_set_key(data, name, idx),
             "layers": [la, lb], "batch": cfg["cka_batch"]}  # fmt: skip
 
     def compute() -> dict:
@@ -438,7 +400,7 @@ _CKA = {"cka_images": 1000, "cka_batch": 250}
 PRESETS: dict = {
     "design-diversity/fig08_supernet_ensembles": {
         "common": {**_COMMON, "zoo": ["dd/*"]},
-        "smoke": {**_SN_SMOKE, "eval_images": 200, "attr_images": 64, "zoo": dd._SMOKE_ZOO},
+        "smoke": {**_SN_SMOKE, "eval_images": 200, "attr_images": 64, "zoo": dd.SMOKE_ZOO},
         "cpu": {**_SN_CPU, "eval_images": 5000, "attr_images": 1000},
         "paper": {**_SN_PAPER, "eval_images": 5000, "attr_images": 250, "attr_batch": 25, "zoo": dd.PAPER_ZOO},
     },

@@ -232,26 +232,36 @@ def base_recipe(cfg: dict) -> Any:
     """The training recipe shared by every method of the chapter at ``cfg``'s scale.
 
     A ``multistep`` schedule keeps only the milestones before the last epoch (as torch's MultiStepLR, a
-    milestone after training never fires); with none left the learning rate is constant.
+    milestone after training never fires); with none left the learning rate is constant. ``nesterov``
+    (SGD with Nesterov momentum) and ``lr_decay`` (the factor at each milestone) are read when present.
     """
     schedule, milestones = cfg["schedule"], [int(m) for m in cfg.get("milestones", [])]
+    lr_decay = float(cfg.get("lr_decay", 0.1))
     if schedule == "multistep":
         milestones = [m for m in milestones if 0 < m < cfg["epochs"]]
         schedule = "multistep" if milestones else "constant"
     else:
         milestones = []
+    if schedule not in ("step", "multistep"):
+        lr_decay = 0.1  # no step to decay at: the default, so the recipe keeps its key
     return ed.Recipe.make(model=model_name("single", cfg["arch"]), dataset=cfg["dataset"], epochs=cfg["epochs"],
                   batch_size=cfg["batch_size"], lr=cfg["lr"], optimizer="sgd", momentum=0.9,
                   weight_decay=cfg["weight_decay"], schedule=schedule, milestones=milestones,
-                  decay_all=bool(cfg.get("decay_all", False)), augment=cfg["augment"],
+                  decay_all=bool(cfg.get("decay_all", False)), nesterov=bool(cfg.get("nesterov", False)),
+                  lr_decay=lr_decay, augment=cfg["augment"],
                   crop_pad=int(cfg.get("crop_pad", 2)), train_subset=cfg["train_subset"])
 
 
 def recipes_for(method: str, cfg: dict, seed: int, *, alpha: float | None = None,
                 gamma: int | None = None, member_loss: str | None = None) -> list[Any]:
     """:func:`method_recipes` with the data, backbone and PE-(α, M, γ) of ``cfg``; ``member_loss="sum"``
-    trains a ``packed`` model on the sum of its members' losses (the reference averages them)."""
+    trains a ``packed`` model on the sum of its members' losses (the reference averages them).
+    BatchEnsemble's fast weights start as ``cfg["fast_weight_init"]`` (``random_sign`` unless set; the
+    option reaches the model, and hence the cache key, only when it is not the default)."""
     kw = {"widths": list(cfg["widths"])} if cfg.get("widths") else {}
+    init = cfg.get("fast_weight_init", "random_sign")
+    if method == "batchensemble" and init != "random_sign":
+        kw["fast_weight_init"] = init
     if member_loss is not None and member_loss != "mean":
         if method != "packed":
             raise InvalidInputError(f"member_loss applies to the packed model only, not {method!r}.")
@@ -359,8 +369,11 @@ _REF = "torch-uncertainty (March 2023), the paper's code"
 #: Every known difference between this book's models and the reference implementation (rows: method,
 #: aspect, reference, here, consequence). ``tests/test_packed_fidelity.py`` checks the rows it can.
 BASELINES_AS_IMPLEMENTED = [
-    ("BatchEnsemble", "fast-weight initialisation", "r, s ~ N(1, 0.5)", "random signs ±1",
-     "members start further apart; not tuned either way"),
+    ("BatchEnsemble", "fast-weight initialisation", "r, s ~ N(1, 0.5²)",
+     "paper scale: the same (fast_weight_init='normal'); cpu and smoke: random signs ±1 (BatchEnsemble's "
+     "paper; the models already cached)", "at cpu scale members start further apart; not tuned either way"),
+    ("BatchEnsemble", "bias initialisation", "U(±1/√fan_in) on the classifier's per-member bias", "zeros",
+     "—; not measured"),
     ("BatchEnsemble", "biases", "per-member bias on the classifier only; convolutions have none",
      "a per-member bias on every convolution too", "+0.02 M parameters on ResNet-18 (11.23 M vs 11.21 M)"),
     ("BatchEnsemble", "shortcut 1×1 convolution (basic block)", "a plain shared convolution",
@@ -398,9 +411,12 @@ def recipe_differences(cfg: dict) -> list[str]:
         return [f"{cfg['scale']} scale: a CPU analogue (Fashion-MNIST, the {cfg['arch']} backbone, "
                 f"{cfg['epochs']} epochs on {cfg['train_subset'] or 'all'} images, {cfg['schedule']} schedule), "
                 "not the reference recipe, which the paper scale runs."]
-    if (cfg["dataset"], cfg["arch"]) != _EXACT_BLOCK:
-        out.append("the reference uses Nesterov momentum and ×0.2 at each milestone for this block; the engine "
-                   "has heavy-ball momentum and ×0.1 (the final learning rate is 8× smaller)")
+    block = PAPER_BLOCKS.get((cfg["dataset"], cfg["arch"]))
+    if block is not None:
+        mine = {k: cfg.get(k) for k in block}
+        changed = [f"{k} {mine[k]} (reference: {v})" for k, v in block.items() if mine[k] != v]
+        if changed:
+            out.append("overridden from the reference recipe of this block: " + ", ".join(changed))
     out += [
         "on a GPU the engine trains in bf16 mixed precision (the reference: fp32)",
         "the model kept is the last epoch's (the paper keeps the epoch of highest validation accuracy)",
@@ -528,17 +544,20 @@ def sources_of_diversity(cfg: dict, test: Any, *, deterministic: bool = False,
 # 75 (CIFAR-10 / ResNet-18). :data:`PAPER_BLOCKS` holds one recipe per (dataset, backbone) block of
 # Table 1; :func:`recipe_differences` lists what still differs.
 
-#: Table 1's (training set, backbone) blocks and the reference implementation's recipe of each. The
-#: other three blocks use Nesterov momentum and ×0.2 at epochs 60/120/160 in the reference, which the
-#: shared engine cannot express (heavy-ball, ×0.1 here; see :func:`recipe_differences`); 200 epochs is
-#: read from the last milestone.
+#: Table 1's (training set, backbone) blocks and the reference implementation's recipe of each: the
+#: CIFAR-10 / ResNet-18 block uses heavy-ball momentum and ×0.1 at epochs 25/50 of 75, the other three
+#: Nesterov momentum and ×0.2 at epochs 60/120/160 (200 epochs, read from the last milestone).
 PAPER_BLOCKS = {
-    ("cifar10/train", "resnet18"): {"epochs": 75, "lr": 0.05, "weight_decay": 5e-4, "milestones": [25, 50]},
-    ("cifar10/train", "resnet50"): {"epochs": 200, "lr": 0.1, "weight_decay": 5e-4, "milestones": [60, 120, 160]},
-    ("cifar100/train", "resnet18"): {"epochs": 200, "lr": 0.1, "weight_decay": 1e-4, "milestones": [60, 120, 160]},
-    ("cifar100/train", "resnet50"): {"epochs": 200, "lr": 0.1, "weight_decay": 5e-4, "milestones": [60, 120, 160]},
+    ("cifar10/train", "resnet18"): {"epochs": 75, "lr": 0.05, "weight_decay": 5e-4, "milestones": [25, 50],
+                                    "nesterov": False, "lr_decay": 0.1},
+    ("cifar10/train", "resnet50"): {"epochs": 200, "lr": 0.1, "weight_decay": 5e-4, "milestones": [60, 120, 160],
+                                    "nesterov": True, "lr_decay": 0.2},
+    ("cifar100/train", "resnet18"): {"epochs": 200, "lr": 0.1, "weight_decay": 1e-4, "milestones": [60, 120, 160],
+                                     "nesterov": True, "lr_decay": 0.2},
+    ("cifar100/train", "resnet50"): {"epochs": 200, "lr": 0.1, "weight_decay": 5e-4, "milestones": [60, 120, 160],
+                                     "nesterov": True, "lr_decay": 0.2},
 }
-_EXACT_BLOCK = ("cifar10/train", "resnet18")  # the block whose reference recipe the engine expresses exactly
+_EXACT_BLOCK = ("cifar10/train", "resnet18")  # the block the cpu analogue stands for
 
 
 def _paper_train(dataset: str = "cifar10/train", arch: str = "resnet18") -> dict:
@@ -549,13 +568,15 @@ def _paper_train(dataset: str = "cifar10/train", arch: str = "resnet18") -> dict
     return {
         "arch": arch, "widths": None, "dataset": dataset, "train_subset": 0, "batch_size": 128,
         "schedule": "multistep", "decay_all": True, "augment": "flipcrop", "crop_pad": 4,
-        "num_estimators": 4, "alpha": 2, "gamma": 2, "seeds": [0, 1, 2, 3, 4],
+        "num_estimators": 4, "alpha": 2, "gamma": 2, "seeds": [0, 1, 2, 3, 4], "fast_weight_init": "normal",
         "test_set": dataset.replace("/train", "/test"), "test_subset": 0, "ood_set": "svhn/test", "ood_subset": 0,
         **PAPER_BLOCKS[(dataset, arch)],
     }
 
 
-_CPU_LIKE = {"milestones": [], "decay_all": False, "crop_pad": 2}  # same recipe keys as before: caches kept
+# same recipe keys as before (nesterov / lr_decay at their defaults drop out of the key): caches kept
+_CPU_LIKE = {"milestones": [], "decay_all": False, "crop_pad": 2, "nesterov": False, "lr_decay": 0.1,
+             "fast_weight_init": "random_sign"}
 _TRAIN = {
     "smoke": {
         "arch": "test", "widths": None, "dataset": "fmnist/train", "train_subset": 256, "epochs": 1,
@@ -640,7 +661,8 @@ def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **override
     """The resolved preset ``packed-ensembles/<stem>`` at ``scale`` (see :func:`ensdiv.config.resolve_preset`).
 
     At paper scale, choosing ``dataset`` and/or ``arch`` selects that Table-1 block's reference recipe
-    (:data:`PAPER_BLOCKS`: epochs, learning rate, weight decay, milestones, test set); other explicit
+    (:data:`PAPER_BLOCKS`: epochs, learning rate, weight decay, milestones, momentum kind, decay factor, test
+    set); other explicit
     overrides still win.
     """
     name = stem if "/" in stem else f"{SLUG}/{stem}"
@@ -648,6 +670,6 @@ def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **override
             and "arch" in PRESETS[name].get("paper", {}):
         base = chapter_preset(SLUG, PRESETS, stem, scale, verbose=False)
         block = _paper_train(overrides.get("dataset") or base["dataset"], overrides.get("arch") or base["arch"])
-        keys = ("epochs", "lr", "weight_decay", "milestones", "test_set", "dataset", "arch")
+        keys = ("epochs", "lr", "weight_decay", "milestones", "nesterov", "lr_decay", "test_set", "dataset", "arch")
         overrides = {**{k: block[k] for k in keys}, **{k: v for k, v in overrides.items() if v is not None}}
     return chapter_preset(SLUG, PRESETS, stem, scale, verbose=verbose, **overrides)

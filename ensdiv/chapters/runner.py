@@ -16,6 +16,7 @@ notebook's preset, :mod:`ensdiv.config`), and the cache folder are checked, each
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import hashlib
@@ -37,11 +38,22 @@ from ensdiv.chapters import zoo
 from ensdiv.config import check_scale
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.paths import build_dir, project_root
-from ensdiv.report import claims_page
+from ensdiv.report import chapter_summary, claims_page
 from ensdiv.store import default_store
 
-__all__ = ["NotebookResult", "run_notebooks", "toc_notebooks", "build_book", "notebook_parameters",
-           "check_parameters"]
+__all__ = ["KEY_FIGURES", "NotebookResult", "run_notebooks", "toc_notebooks", "build_book", "notebook_parameters",
+           "check_parameters", "mathjax_source"]
+
+#: The page whose figure stands for each chapter on its landing page (``book/<chapter>.md``): the first
+#: image its executed copy shows becomes the landing page's thumbnail.
+KEY_FIGURES = {
+    "design-diversity": "notebooks/design-diversity/fig07_trend_lines.ipynb",
+    "training-methods": "notebooks/training-methods/fig02_ensemble_accuracy.ipynb",
+    "attack-similarity": "notebooks/attack-similarity/fig02_similarity_vs_err.ipynb",
+    "packed-ensembles": "notebooks/packed-ensembles/fig01_accuracy_vs_speed.ipynb",
+    "sed": "notebooks/sed/fig03_lambda_sweep.ipynb",
+    "synthesis": "notebooks/synthesis/measures_vs_outcomes.ipynb",
+}
 
 
 @dataclass
@@ -339,11 +351,19 @@ def summary(results: list[NotebookResult]) -> str:
 _SITE_MARKER = ".ensdiv-site.json"
 
 
-def book_config(src: Path, out_dir: Path) -> Path:
+def book_config(src: Path, out_dir: Path, *, local_mathjax: bool = False) -> Path:
     """The book's ``_config.yml`` as it is rendered: with the repository and launch buttons when
-    ``$ENSDIV_REPOSITORY_URL`` names the book's repository, without them otherwise (written to
-    ``out_dir/_config.rendered.yml``, only when its content changes)."""
+    ``$ENSDIV_REPOSITORY_URL`` names the book's repository, without them otherwise, and with MathJax
+    served from the site itself (``_ensdiv_static/mathjax``, see :func:`mathjax_source`) when
+    ``local_mathjax`` (written to ``out_dir/_config.rendered.yml``, only when its content changes)."""
     cfg = yaml.safe_load(src.read_text()) or {}
+    if local_mathjax:  # a relative mathjax_path is read below the static folders (_static of the site)
+        sphinx = dict(cfg.get("sphinx") or {})
+        config = dict(sphinx.get("config") or {})
+        config["mathjax_path"] = f"mathjax/{_MATHJAX_ENTRY}"
+        config["html_static_path"] = [*config.get("html_static_path", []), _STATIC]
+        sphinx["config"] = config
+        cfg["sphinx"] = sphinx
     url = os.environ.get("ENSDIV_REPOSITORY_URL", "").strip()
     html = dict(cfg.get("html") or {})
     if url:
@@ -420,6 +440,74 @@ def _tree(folder: Path, rel: Path) -> dict[Path, Path]:
     return {rel / p.relative_to(folder): p for p in folder.rglob("*") if p.is_file()}
 
 
+# Offline math: MathJax 3's es5 bundle (``make setup`` fetches the npm package ``mathjax@3``). Its files are
+# staged into _ensdiv_static/mathjax, not into _static, where Jupyter Book would add every .js file to
+# every page.
+_MATHJAX_ENTRY = "tex-mml-chtml.js"
+_STATIC = "_ensdiv_static"
+
+
+def mathjax_source() -> Path | None:
+    """The local MathJax 3 ``es5`` folder the book serves math from: ``$ENSDIV_MATHJAX`` if set, else
+    ``<project>/.cache/mathjax/es5``; None when it lacks ``tex-mml-chtml.js`` (pages then load MathJax
+    from the CDN, Sphinx's default)."""
+    folder = Path(os.environ.get("ENSDIV_MATHJAX") or project_root() / ".cache" / "mathjax" / "es5")
+    return folder if (folder / _MATHJAX_ENTRY).is_file() else None
+
+
+_IMAGE_TYPES = {"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg"}
+
+
+def first_image(notebook: Path) -> tuple[bytes, str] | None:
+    """The first image output of an executed notebook that ran to the end (``(bytes, suffix)``), or None:
+    no copy, a failed run, or no image."""
+    try:
+        nb = json.loads(notebook.read_text())
+    except (OSError, ValueError):
+        return None
+    if nb.get("metadata", {}).get("ensdiv", {}).get("status") != "ok":
+        return None
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            for mime, suffix in _IMAGE_TYPES.items():
+                data = out.get("data", {}).get(mime)
+                if data:
+                    text = "".join(data) if isinstance(data, list) else data
+                    return (text.encode() if mime == "image/svg+xml" else base64.b64decode(text)), suffix
+    return None
+
+
+def _chapter_pages(files: dict[Path, Path], notebooks: list[str], failed: dict[str, str], scale: str,
+                   executed: Path) -> dict[Path, Path]:
+    """The generated part of every chapter landing page that asks for it: ``book/<chapter>.md`` including
+    ``_generated/<chapter>.md`` gets that file (the chapter's verdicts, :func:`ensdiv.report.chapter_summary`)
+    and ``_generated/<chapter>-key.<ext>``, the first image of its key page (:data:`KEY_FIGURES`)."""
+    out = build_dir() / "generated"
+    staged: dict[Path, Path] = {}
+    for rel in sorted(files):
+        chapter = rel.stem
+        if rel.parent != Path("book") or rel.suffix != ".md":
+            continue
+        if f"_generated/{chapter}.md" not in files[rel].read_text(encoding="utf-8"):
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        key = KEY_FIGURES.get(chapter)
+        key = key if key in notebooks else None
+        image = first_image(executed / key) if key and key not in failed else None
+        thumbnail = None
+        if image:
+            name = f"{chapter}-key{image[1]}"
+            (out / name).write_bytes(image[0])
+            staged[Path("book") / "_generated" / name] = out / name
+            thumbnail = f"/book/_generated/{name}"
+        page = out / f"{chapter}.md"
+        page.write_text(chapter_summary(scale, chapter=chapter, notebooks=notebooks, failed=failed, key_page=key,
+                                        thumbnail=thumbnail,
+                                        claims_doc="book/claims" if Path("book/claims.md") in files else None))
+        staged[Path("book") / "_generated" / f"{chapter}.md"] = page
+    return staged
+
+
 def build_book(
     *, scale: str = "cpu", force: bool = False, html_only: bool = False, root: Path | None = None
 ) -> tuple[list[NotebookResult], Path]:
@@ -444,20 +532,24 @@ def build_book(
                    "notebooks": [{"notebook": r.path.relative_to(root).as_posix(), "status": r.status,
                                   "seconds": round(r.seconds, 1)} for r in results]}
         (build_dir() / f"timings-{scale}.json").write_text(json.dumps(timings, indent=1))
+    mathjax = mathjax_source()
     files: dict[Path, Path] = {Path(name): root / name for name in ("_config.yml", "_toc.yml")}
-    files[Path("_config.yml")] = book_config(root / "_config.yml", build_dir())
+    files[Path("_config.yml")] = book_config(root / "_config.yml", build_dir(), local_mathjax=mathjax is not None)
     files.update(_tree(root / "book", Path("book")))
     for nb in notebooks:
         rel = nb.relative_to(root)
         src = executed / rel
         files[rel] = src if src.exists() else nb
     files.update(_tree(root / "benchmarks" / "results", Path("benchmarks") / "results"))
+    if mathjax is not None:
+        files.update(_tree(mathjax, Path(_STATIC) / "mathjax"))
+    failed = {r.path.relative_to(root).as_posix(): r.error or "" for r in results if r.status == "failed"}
+    names = [nb.relative_to(root).as_posix() for nb in notebooks]
     if Path("book/claims.md") in files:  # the claims page is generated from this build's claim records
-        failed = {r.path.relative_to(root).as_posix(): r.error or "" for r in results if r.status == "failed"}
         page = build_dir() / "claims.md"
-        page.write_text(claims_page(scale, notebooks=[nb.relative_to(root).as_posix() for nb in notebooks],
-                                    failed=failed))
+        page.write_text(claims_page(scale, notebooks=names, failed=failed))
         files[Path("book/claims.md")] = page
+    files.update(_chapter_pages(files, names, failed, scale, executed))
     site = build_dir() / "site"
     other_scale = _stage(site, files, scale)
     out_parent = build_dir().parent if build_dir().name == "_build" else build_dir()

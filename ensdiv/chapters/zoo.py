@@ -37,7 +37,8 @@ from ensdiv.store import config_key
 from ensdiv.train import model_cache_config
 from ensdiv.workers import build_many
 
-__all__ = ["ZOO", "EVAL_SET", "zoo_recipes", "zoo_build", "zoo_list", "estimate_seconds", "category_of"]
+__all__ = ["ZOO", "EVAL_SET", "zoo_recipes", "zoo_build", "zoo_list", "estimate_seconds", "images_seen",
+           "category_of"]
 
 _ADAMW = {"optimizer": "adamw", "lr": 2e-3, "weight_decay": 0.05, "warmup_epochs": 1}
 _ADAMW_ARCHS = {"vit", "deit", "swin", "mixer", "convnext", "convmixer"}
@@ -196,7 +197,7 @@ _SOURCE_SIZE = {"pretrain/digits": 1797, "pretrain/shapes": 12000, "pretrain/gly
                 "fmnist/train": 55000}
 
 
-def _images_seen(r: Recipe, seen_backbones: set | None = None) -> int:
+def images_seen(r: Recipe, seen_backbones: set | None = None) -> int:
     """Training image-passes of a recipe (forward+backward), counting a shared pre-training once."""
     n = r.data.subset or _SOURCE_SIZE.get(r.data.dataset, 55000)
     epochs, method = r.optim.epochs, r.method
@@ -218,7 +219,7 @@ def estimate_seconds(recipes: dict[str, Recipe], images_per_second: dict[str, fl
     one forward pass over the 10,000 test images per model (a third of a training pass each)."""
     total, seen = 0.0, set()
     for r in recipes.values():
-        work = _images_seen(r, seen) + 10000 // 3
+        work = images_seen(r, seen) + 10000 // 3
         total += work / max(images_per_second.get(r.model.name, 500.0), 1e-6)
     return total
 

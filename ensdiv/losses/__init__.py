@@ -3,7 +3,9 @@
 Every loss here takes logits (never a model) and returns a 0-d tensor, so it can be tested against a
 naive loop and reused by any training set-up. A jointly trained ensemble (:class:`ensdiv.train.Joint`)
 or a set of heads (:class:`ensdiv.train.Heads`) names its loss by a key of :data:`ENSEMBLE_LOSSES`;
-each of those is called as ``loss(logits, target, lam=λ, **options)``.
+each of those is called as ``loss(logits, target, lam=λ, **options)``. A jointly trained ensemble may
+also name a loss of :data:`INPUT_LOSSES`, which needs the inputs as well (design-diversity's Eq. 8
+attribution penalty), called as ``loss(members, x, target, lam=λ, **options)``.
 
 * :func:`independent` — the mean of the members' cross-entropies (a deep ensemble trained in one step).
 * :func:`distillation` — Hinton et al.'s soft (tempered KL) or DeiT's hard (teacher argmax) distillation.
@@ -40,6 +42,7 @@ from ensdiv.losses.core import (
 )
 from ensdiv.losses.ncl import (
     CONSENSUS,
+    INPUT_LOSSES,
     NCL_LOSSES,
     attribution_penalty,
     balanced,
@@ -53,6 +56,7 @@ ENSEMBLE_LOSSES.update(NCL_LOSSES)
 __all__ = [
     "CONSENSUS",
     "ENSEMBLE_LOSSES",
+    "INPUT_LOSSES",
     "NCL_LOSSES",
     "PAIRINGS",
     "UNLABELED_LOSSES",

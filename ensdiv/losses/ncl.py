@@ -7,7 +7,9 @@
   and the inputs (not only logits), built on :func:`ensdiv.losses.attribution_variance`.
 
 :data:`NCL_LOSSES` registers the logits losses by name with the calling convention of
-:data:`ensdiv.losses.ENSEMBLE_LOSSES`: ``loss(logits (M, B, C), target, lam=λ, **options)``.
+:data:`ensdiv.losses.ENSEMBLE_LOSSES`: ``loss(logits (M, B, C), target, lam=λ, **options)``;
+:data:`INPUT_LOSSES` registers those that need the members and the inputs (the attribution penalty), called as
+``loss(members, x, target, lam=λ, **options)`` with ``members`` a module mapping x to ``(M, B, C)`` logits.
 
 Readings of what the paper leaves open (each said again where it is used):
 
@@ -49,7 +51,7 @@ from ensdiv.errors import InvalidInputError, unknown_name
 from ensdiv.losses.core import attribution_variance, cross_entropy, independent
 
 __all__ = ["CONSENSUS", "consensus_distribution", "gncl_penalty", "gncl", "balanced", "attribution_penalty",
-           "NCL_LOSSES"]
+           "NCL_LOSSES", "INPUT_LOSSES"]
 
 CONSENSUS = ("mean", "median", "geometric", "vote")
 
@@ -190,7 +192,7 @@ def attribution_penalty(members: Sequence[nn.Module] | Callable[[Tensor], Tensor
                         lam: float = 0.001, abs: bool = True, label_smoothing: float = 0.0) -> Tensor:
     """The attribution-diversity training loss, Eq. 8 of design-diversity: ``(1/M) Σ_i CE(h^i, y) − λ A``,
     with A the differentiable Saliency variance of :func:`ensdiv.losses.attribution_variance` (Eq. 7 on
-    |∂ logit_y / ∂x|, mean over the batch), computed on the same forward pass as the cross-entropies.
+    ``|∂ logit_y / ∂x|``, mean over the batch), computed on the same forward pass as the cross-entropies.
 
     Takes the members (or a callable ``x -> (M, B, C)``) and the inputs, not logits: A differentiates the
     logits with respect to x. Hard labels only.
@@ -229,3 +231,8 @@ NCL_LOSSES: dict[str, Callable[..., Tensor]] = {
     "gncl_masked": _named("mean", masked=True),
     "balanced": balanced,
 }
+
+#: ensemble losses that need the members and the inputs, not only logits; called as
+#: ``loss(members, x, target, lam=λ, **options)`` where ``members`` is a module (or callable) mapping x to
+#: ``(M, B, C)`` logits or a sequence of members (a jointly trained ``ed.Joint`` recipe may name them)
+INPUT_LOSSES: dict[str, Callable[..., Tensor]] = {"attribution_penalty": attribution_penalty}

@@ -118,7 +118,7 @@ def brier(probs: Any, labels: Any, *, validate_args: bool = True) -> torch.Tenso
 def ece(probs: Any, labels: Any, *, n_bins: int = 15, validate_args: bool = True) -> torch.Tensor:
     """Expected calibration error: top-label, ``n_bins`` equal-width bins, L1 (Guo et al. 2017).
 
-    ECE = Σ_b (|B_b| / N) |acc(B_b) - conf(B_b)| with conf the maximum probability; the definition
+    ``ECE = Σ_b (|B_b| / N) |acc(B_b) - conf(B_b)|`` with conf the maximum probability; the definition
     packed-ensembles uses (Table 1, through torch-uncertainty, 15 bins). Computed by torchmetrics'
     ``multiclass_calibration_error(norm="l1")`` in float64; bins are [k/n, (k+1)/n).
 

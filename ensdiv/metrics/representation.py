@@ -64,7 +64,7 @@ def gram_linear(x: Any, *, validate_args: bool = True) -> torch.Tensor:
 
 
 def gram_rbf(x: Any, *, threshold: float = 1.0, validate_args: bool = True) -> torch.Tensor:
-    """RBF Gram matrix exp(-‖x_i - x_j‖² / (2σ²)), σ² = ``threshold``² × median squared distance.
+    """RBF Gram matrix exp(-‖x_i - x_j‖² / (2σ²)), σ² = (``threshold``)² × median squared distance.
 
     The median heuristic of Kornblith et al. (2019) (median over the full distance matrix,
     diagonal included, as numpy defines the median) makes RBF-CKA invariant to isotropic scaling.

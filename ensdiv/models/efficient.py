@@ -21,7 +21,13 @@ no class: a single model is ``single_<arch>`` and a Deep Ensemble is M seeded re
   paper's split-batch training (chunk m of the batch through mask m) is kept as
   ``train_mode="split"``.
 
-Randomness. The fast-weight signs of BatchEnsemble and the masks of Masksembles are drawn at
+BatchEnsemble's fast weights start as random signs ±1 (``fast_weight_init="random_sign"``, the
+default, which the book's cpu and smoke models were trained with) or, as torch-uncertainty's
+``BatchConv2d`` / ``BatchLinear`` do, from a normal distribution of mean 1 and standard deviation 0.5
+(``fast_weight_init="normal"``, the paper-scale setting). BatchEnsemble's paper (Wen et al., 2020,
+§3) initialises them with random signs, so neither is wrong; the reference is what Table 1 measured.
+
+Randomness. The fast weights of BatchEnsemble and the masks of Masksembles are drawn at
 construction from ``seed``, which defaults to a draw from torch's global generator — seeded by the
 training engine from the recipe's initialisation seed, so every seed of a run gets its own draw. MIMO's
 training shuffles use torch's global generator too, which the engine re-seeds at every epoch from the
@@ -34,12 +40,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ensdiv.errors import EnsdivError
+from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.models.layers.packed import PackedLinear, to_members
 from ensdiv.models.packed_resnet import PackedResNet, packed_resnet
 from ensdiv.models.registry import register_model
 
 __all__ = [
+    "FAST_WEIGHT_INITS",
     "BatchEnsembleConv2d",
     "BatchEnsembleLinear",
     "BatchEnsembleResNet",
@@ -63,8 +70,18 @@ def _per_member(x: Tensor, table: Tensor) -> Tensor:
     return table[member_index(n, table.shape[0], x.device)].view(n, -1, *([1] * (x.dim() - 2)))
 
 
-def _fast_weight(m: int, c: int, generator: torch.Generator) -> nn.Parameter:
-    # Random-sign initialisation of the rank-1 factors (BatchEnsemble, §3 / reference code).
+FAST_WEIGHT_INITS = ("random_sign", "normal")
+
+
+def _check_fast_weight_init(init: str) -> None:
+    if init not in FAST_WEIGHT_INITS:
+        raise unknown_name("BatchEnsemble fast_weight_init", init, FAST_WEIGHT_INITS)
+
+
+def _fast_weight(m: int, c: int, generator: torch.Generator, init: str = "random_sign") -> nn.Parameter:
+    """Rank-1 factors ``(m, c)``: random signs ±1 (BatchEnsemble, §3) or N(1, 0.5²) (torch-uncertainty)."""
+    if init == "normal":
+        return nn.Parameter(1.0 + 0.5 * torch.randn((m, c), generator=generator))
     return nn.Parameter(torch.randint(0, 2, (m, c), generator=generator).float() * 2 - 1)
 
 
@@ -74,21 +91,24 @@ class BatchEnsembleConv2d(nn.Module):
     Args:
         conv: the shared convolution (its bias, if any, is replaced by per-member biases).
         num_estimators: M.
-        seed: seed of the random-sign initialisation of ``r`` and ``s``.
+        seed: seed of the initialisation of ``r`` and ``s``.
+        fast_weight_init: ``"random_sign"`` (±1) or ``"normal"`` (N(1, 0.5²), the reference's).
 
     Shape:
         ``(M·B, C_in, H, W) -> (M·B, C_out, H', W')``, member-major batch.
     """
 
-    def __init__(self, conv: nn.Conv2d, num_estimators: int, *, seed: int = 0) -> None:
+    def __init__(self, conv: nn.Conv2d, num_estimators: int, *, seed: int = 0,
+                 fast_weight_init: str = "random_sign") -> None:
         super().__init__()
+        _check_fast_weight_init(fast_weight_init)
         g = torch.Generator().manual_seed(seed)
         self.conv = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, stride=conv.stride,
                               padding=conv.padding, dilation=conv.dilation, groups=conv.groups, bias=False)
         self.conv.weight = conv.weight
         self.num_estimators = num_estimators
-        self.r = _fast_weight(num_estimators, conv.in_channels, g)
-        self.s = _fast_weight(num_estimators, conv.out_channels, g)
+        self.r = _fast_weight(num_estimators, conv.in_channels, g, fast_weight_init)
+        self.s = _fast_weight(num_estimators, conv.out_channels, g, fast_weight_init)
         self.bias = nn.Parameter(torch.zeros(num_estimators, conv.out_channels))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -99,16 +119,20 @@ class BatchEnsembleConv2d(nn.Module):
 class BatchEnsembleLinear(nn.Module):
     """Shared dense layer with per-member rank-1 scalings (BatchEnsemble).
 
+    Args: as :class:`BatchEnsembleConv2d`, with the dense layer's sizes.
+
     Shape: ``(M·B, in) -> (M·B, out)``, member-major batch.
     """
 
-    def __init__(self, in_features: int, out_features: int, num_estimators: int, *, seed: int = 0) -> None:
+    def __init__(self, in_features: int, out_features: int, num_estimators: int, *, seed: int = 0,
+                 fast_weight_init: str = "random_sign") -> None:
         super().__init__()
+        _check_fast_weight_init(fast_weight_init)
         g = torch.Generator().manual_seed(seed)
         self.linear = nn.Linear(in_features, out_features, bias=False)
         self.num_estimators = num_estimators
-        self.r = _fast_weight(num_estimators, in_features, g)
-        self.s = _fast_weight(num_estimators, out_features, g)
+        self.r = _fast_weight(num_estimators, in_features, g, fast_weight_init)
+        self.s = _fast_weight(num_estimators, out_features, g, fast_weight_init)
         self.bias = nn.Parameter(torch.zeros(num_estimators, out_features))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -160,6 +184,8 @@ class BatchEnsembleResNet(_RepeatEnsemble):
         arch: ``resnet18``, ``resnet50``, ``small``, ``test`` (see :func:`packed_resnet`).
         num_estimators: M. seed: seed of the fast-weight initialisation (default: drawn from torch's
             global generator, i.e. from the run's initialisation seed).
+        fast_weight_init: ``"random_sign"`` (±1, BatchEnsemble's paper; the default) or ``"normal"``
+            (N(1, 0.5²), torch-uncertainty's, which Packed-Ensembles' Table 1 ran).
         **kw: ``num_classes``, ``in_chans``, ``img_size``, ``widths``, ``drop_rate``.
 
     Shape: ``(B, C, H, W) -> (M, B, num_classes)``.
@@ -167,9 +193,11 @@ class BatchEnsembleResNet(_RepeatEnsemble):
 
     _split_in_training = False
 
-    def __init__(self, arch: str, *, num_estimators: int = 4, seed: int | None = None, **kw) -> None:
+    def __init__(self, arch: str, *, num_estimators: int = 4, seed: int | None = None,
+                 fast_weight_init: str = "random_sign", **kw) -> None:
         super().__init__()
         _check_m(num_estimators)
+        _check_fast_weight_init(fast_weight_init)
         seed = _seed_or_draw(seed)
         self.num_estimators = num_estimators
         self.backbone = packed_resnet(arch, alpha=1, num_estimators=1, gamma=1, **kw)
@@ -178,11 +206,12 @@ class BatchEnsembleResNet(_RepeatEnsemble):
         def convert(module: nn.Module) -> None:
             for name, child in module.named_children():
                 if isinstance(child, nn.Conv2d):
-                    new_conv = BatchEnsembleConv2d(child, num_estimators, seed=seed + next(counter))
+                    new_conv = BatchEnsembleConv2d(child, num_estimators, seed=seed + next(counter),
+                                                   fast_weight_init=fast_weight_init)
                     setattr(module, name, new_conv)
                 elif isinstance(child, PackedLinear):
                     new = BatchEnsembleLinear(child.in_features, child.out_features, num_estimators,
-                                              seed=seed + next(counter))
+                                              seed=seed + next(counter), fast_weight_init=fast_weight_init)
                     new.linear.weight = child.weight
                     setattr(module, name, new)
                 else:

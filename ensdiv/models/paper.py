@@ -201,8 +201,9 @@ class PixelModel(nn.Module):
     resolution (attack-similarity §2: the source's adversarial image is resized for the target).
 
     Attributes:
-        model: the wrapped model. ensdiv_name: display name. ensdiv_cache_id: what identifies the
-        model in cache keys (timm name, weights file name and size).
+        model: the wrapped model.
+        ensdiv_name: display name.
+        ensdiv_cache_id: what identifies the model in cache keys: its timm name, weights file name and size.
     """
 
     def __init__(self, model: nn.Module, name: str):

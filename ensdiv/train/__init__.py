@@ -10,7 +10,7 @@ from ensdiv.train.augment import BatchAugment
 from ensdiv.train.build import build_model, load_training_set, model_cache_config, train_recipe
 from ensdiv.train.engine import derive_seed, lr_factor, make_fabric, make_optimizer, seed_everything
 from ensdiv.train.frameworks import SimCLR, pretrain_and_probe, set_classifier, simclr_views
-from ensdiv.train.loop import cpu_state, fit
+from ensdiv.train.loop import FitReport, cpu_state, fit
 from ensdiv.train.recipes import (
     AUGMENTATIONS,
     METHODS,
@@ -37,6 +37,7 @@ __all__ = [
     "BatchAugment",
     "DataSpec",
     "Distill",
+    "FitReport",
     "Heads",
     "Joint",
     "Optim",

@@ -3,7 +3,9 @@
 ``train_recipe(recipe)`` returns the cached model of a :class:`~ensdiv.train.Recipe` or trains it
 (supervised, distilled, pre-trained + probed, a jointly trained ensemble, or heads over a frozen
 backbone) and caches it in :mod:`ensdiv.store`; supervised and jointly trained models write a
-checkpoint per finished epoch, so an interrupted run resumes where it stopped.
+checkpoint per finished epoch, so an interrupted run resumes where it stopped. With
+``on_diverge="stop"`` a run whose loss becomes non-finite is a result: the weights of its last
+finished epoch are cached as its model, with the :class:`~ensdiv.train.loop.FitReport` in its meta.
 """
 
 from __future__ import annotations
@@ -16,14 +18,14 @@ import torch
 import torch.nn as nn
 
 from ensdiv.data.registry import TensorSet, dataset_names, get_dataset, registered_fingerprint
-from ensdiv.errors import EnsdivError
+from ensdiv.errors import EnsdivError, InvalidInputError
 from ensdiv.models.registry import create_model, is_registered, model_info
 from ensdiv.models.stack import BackboneWithHeads, HeadStack
 from ensdiv.progress import line
 from ensdiv.store import Store, config_key, default_store
 from ensdiv.train.engine import derive_seed
 from ensdiv.train.frameworks import build_joint, distillation_loss, joint_loss, pretrain_and_probe, train_heads
-from ensdiv.train.loop import cpu_state, fit
+from ensdiv.train.loop import ON_DIVERGE, cpu_state, fit
 from ensdiv.train.recipes import Distill, Heads, Joint, Pretrain, Recipe
 
 __all__ = ["train_recipe", "build_model", "load_training_set", "model_cache_config", "TRAIN_VERSION"]
@@ -127,6 +129,7 @@ def train_recipe(
     precision: str | None = None,
     retrain: bool = False,
     stop_after: int | None = None,
+    on_diverge: str = "raise",
 ) -> nn.Module:
     """The trained model of ``recipe``: loaded from the cache, or trained (resuming from the last
     finished epoch's checkpoint) and cached.
@@ -138,18 +141,34 @@ def train_recipe(
         accelerator, precision: see :func:`ensdiv.train.engine.make_fabric`.
         retrain: ignore a cached final model (checkpoints are still used).
         stop_after: train at most this many epochs in this call, leaving checkpoints (tests).
+        on_diverge: ``"raise"`` (default) or ``"stop"``, as in :func:`ensdiv.train.fit`, for supervised,
+            distilled and jointly trained recipes (pre-training and heads always raise). With ``"stop"`` a
+            diverged run is cached like a finished one (its model: the weights of its last finished epoch);
+            loading such an entry with ``"raise"`` raises, naming the step.
 
     Returns:
         The model in eval mode on CPU (a :class:`~ensdiv.models.MemberStack` or
         :class:`~ensdiv.models.BackboneWithHeads` returning ``(M, B, C)`` for joint and heads recipes);
-        ``model.ensdiv_meta`` holds ``train_time_s``, ``num_params`` and ``train_size``.
+        ``model.ensdiv_meta`` holds ``train_time_s``, ``num_params`` and ``train_size``, and for the
+        recipes that ``on_diverge`` applies to, ``fit``: :meth:`FitReport.to_dict` of the training, its
+        ``history`` covering every epoch (resumed ones included). Entries cached before this field
+        existed have no ``fit``.
     """
     if not isinstance(recipe, Recipe):
         raise EnsdivError(f"train_recipe needs an ed.Recipe, got a {type(recipe).__name__}.")
+    if on_diverge not in ON_DIVERGE:
+        raise InvalidInputError(f"on_diverge must be 'raise' or 'stop', got {on_diverge!r}.")
     store = store or default_store()
     cfg = model_cache_config(recipe)
     payload = None if retrain else store.load("model", cfg)
     if payload is not None:
+        report = payload["meta"].get("fit") or {}
+        if report.get("status") == "diverged" and on_diverge == "raise":
+            raise EnsdivError(
+                f"The cached run of {recipe.label!r} diverged (non-finite {report['cause']}) at step "
+                f"{report['diverged_step']}, epoch {report['diverged_epoch']}; "
+                "train_recipe(..., on_diverge='stop') returns its last finished epoch."
+            )
         model = _empty_model(recipe, payload["shape"], store)
         model.load_state_dict(payload["state_dict"])
         model.ensdiv_meta = dict(payload["meta"])
@@ -160,6 +179,7 @@ def train_recipe(
     run = dict(progress=progress, accelerator=accelerator, precision=precision)
     t0 = time.perf_counter()
     method = recipe.method
+    report: dict | None = None  # the fit report of the recipes on_diverge applies to
     if isinstance(method, Pretrain):
         model = pretrain_and_probe(recipe, data, shape, build_model, store=store, **run)
     elif isinstance(method, Heads):
@@ -178,7 +198,8 @@ def train_recipe(
         if isinstance(method, Distill):
             teacher = train_recipe(recipe.teacher, store=store, **run)
             loss_fn = distillation_loss(teacher, recipe)
-        done, t0 = _fit_with_checkpoints(recipe, model, data, cfg, store, loss_fn, t0, stop_after, run)
+        done, t0, report = _fit_with_checkpoints(recipe, model, data, cfg, store, loss_fn, t0, stop_after, run,
+                                                 on_diverge)
         if not done:
             return model
     meta = {
@@ -186,19 +207,27 @@ def train_recipe(
         "num_params": sum(p.numel() for p in model.parameters()),
         "train_size": len(data),
     }
+    if report is not None:
+        meta["fit"] = report
     if int(os.environ.get("RANK", "0")) == 0:
         store.save("model", cfg, {"state_dict": cpu_state(model), "shape": shape, "meta": meta})
-    line(f"trained {recipe.label} in {meta['train_time_s']:.1f} s ({meta['train_size']} images)")
+    if report is not None and report["status"] == "diverged":
+        line(f"{recipe.label} diverged at step {report['diverged_step']} (epoch {report['diverged_epoch']}); "
+             f"kept epoch {report['epochs_done']}")
+    else:
+        line(f"trained {recipe.label} in {meta['train_time_s']:.1f} s ({meta['train_size']} images)")
     model.ensdiv_meta = meta
     return model.eval()
 
 
 def _fit_with_checkpoints(recipe: Recipe, model: nn.Module, data: TensorSet, cfg: dict, store: Store,
-                          loss_fn: Any, t0: float, stop_after: int | None, run: dict) -> tuple[bool, float]:
+                          loss_fn: Any, t0: float, stop_after: int | None, run: dict, on_diverge: str = "raise"
+                          ) -> tuple[bool, float, dict]:
     """Train with one checkpoint per finished epoch (only the last kept); resume from the newest.
 
-    Returns whether training finished (``False`` when ``stop_after`` interrupted it) and the start
-    time shifted back by the time of interrupted runs.
+    Returns whether training ended (``False`` when ``stop_after`` interrupted it; a diverged run has
+    ended), the start time shifted back by the time of interrupted runs, and the fit report as a dict
+    whose ``history`` holds every finished epoch's loss (checkpoints carry the history of their run).
     """
     epochs = recipe.optim.epochs
     ckpt = lambda e: {**cfg, "epoch": e}  # noqa: E731
@@ -209,19 +238,26 @@ def _fit_with_checkpoints(recipe: Recipe, model: nn.Module, data: TensorSet, cfg
             break
     rank = int(os.environ.get("RANK", "0"))
     t0 -= float(resume.get("elapsed_s", 0.0)) if resume else 0.0  # time of interrupted runs
+    history = [float(v) for v in resume.get("history", [])] if resume else []
 
     def save_ckpt(epoch: int, state: dict) -> None:
+        history.append(float(state["loss"]))
         if rank == 0 and epoch < epochs:
-            store.save("checkpoint", ckpt(epoch), {**state, "elapsed_s": time.perf_counter() - t0})
+            store.save("checkpoint", ckpt(epoch),
+                       {**state, "elapsed_s": time.perf_counter() - t0, "history": list(history)})
             if epoch > 1:  # keep only the last finished epoch
                 store.path("checkpoint", config_key(ckpt(epoch - 1))).unlink(missing_ok=True)
 
     fit(model, data, recipe.optim, seed=recipe.seeds.order, augment=recipe.data.augment,
         crop_pad=recipe.data.crop_pad, loss_fn=loss_fn, channels_last=recipe.model.name in CHANNELS_LAST_ARCHS,
-        desc=recipe.label, resume=resume, on_epoch_end=save_ckpt, stop_after=stop_after, **run)
-    if stop_after is not None and (resume["epoch"] if resume else 0) + stop_after < epochs:
-        return False, t0
+        desc=recipe.label, resume=resume, on_epoch_end=save_ckpt, stop_after=stop_after, on_diverge=on_diverge,
+        **run)
+    report = {**model.ensdiv_fit.to_dict(), "history": list(history)}
+    if report["status"] == "interrupted":
+        return False, t0, report
     if rank == 0:
-        store.path("checkpoint", config_key(ckpt(epochs - 1))).unlink(missing_ok=True)
-    return True, t0
+        last = report["epochs_done"] if report["status"] == "diverged" else epochs - 1
+        if last > 0:
+            store.path("checkpoint", config_key(ckpt(last))).unlink(missing_ok=True)
+    return True, t0, report
 

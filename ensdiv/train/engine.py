@@ -65,7 +65,8 @@ def make_fabric(accelerator: str = "auto", precision: str | None = None) -> Any:
 
 
 def make_optimizer(model: nn.Module, optim: Optim):
-    """SGD (heavy-ball), AdamW, RMSprop or AdaBelief of ``optim`` from :func:`timm.optim.create_optimizer_v2`.
+    """SGD (heavy-ball, or Nesterov's with ``optim.nesterov``), AdamW, RMSprop or AdaBelief of ``optim``
+    from :func:`timm.optim.create_optimizer_v2` (SGD is ``torch.optim.SGD``).
 
     Weight decay is not applied to biases and normalisation parameters (timm's default) unless
     ``optim.decay_all``. Adam-family
@@ -75,26 +76,30 @@ def make_optimizer(model: nn.Module, optim: Optim):
 
     opt = {"sgd": "momentum", "adamw": "adamw", "rmsprop": "rmsprop", "adabelief": "adabelief"}[optim.optimizer]
     kwargs: dict[str, Any] = {"momentum": optim.momentum} if optim.optimizer in ("sgd", "rmsprop") else {}
+    if optim.optimizer == "sgd":
+        kwargs["nesterov"] = optim.nesterov
     if optim.optimizer in ("adamw", "adabelief"):
         kwargs["eps"] = optim.eps
     return create_optimizer_v2(model, opt=opt, lr=optim.lr, weight_decay=optim.weight_decay,
                                filter_bias_and_bn=not optim.decay_all, **kwargs)
 
 
-def lr_factor(progress: float, *, schedule: str, warmup: float = 0.0, milestones: tuple[float, ...] = ()) -> float:
+def lr_factor(progress: float, *, schedule: str, warmup: float = 0.0, milestones: tuple[float, ...] = (),
+              decay: float = 0.1) -> float:
     """Multiplier of the peak learning rate at ``progress`` in [0, 1] of training.
 
-    ``cosine``: ``0.5 (1 + cos(pi t))``; ``step``: 0.1 after 50% and 0.01 after 75%; ``multistep``: ×0.1
-    at each of ``milestones`` (fractions of training, counted from its start like torch's MultiStepLR);
-    ``constant``: 1; all after a linear warm-up over the first ``warmup`` fraction.
+    ``cosine``: ``0.5 (1 + cos(pi t))``; ``step``: ×``decay`` after 50% and again after 75%;
+    ``multistep``: ×``decay`` at each of ``milestones`` (fractions of training, counted from its start
+    like torch's MultiStepLR with ``gamma=decay``); ``constant``: 1; all after a linear warm-up over the
+    first ``warmup`` fraction. ``decay`` is ``Optim.lr_decay`` (0.1 by default).
     """
     if warmup > 0 and progress < warmup:
         return (progress + 1e-8) / warmup
     if schedule == "multistep":
-        return 0.1 ** sum(progress >= m - 1e-12 for m in milestones)
+        return decay ** sum(progress >= m - 1e-12 for m in milestones)
     t = (progress - warmup) / max(1.0 - warmup, 1e-8)
     if schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * min(max(t, 0.0), 1.0)))
     if schedule == "step":
-        return 0.1 ** ((t >= 0.5) + (t >= 0.75))
+        return decay ** ((t >= 0.5) + (t >= 0.75))
     return 1.0

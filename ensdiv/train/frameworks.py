@@ -6,7 +6,9 @@
   frozen penultimate features of the recipe's training data (training-methods' "framework" and
   "dataset" categories). The backbone is cached (kind ``"pretrained"``), so recipes that differ only
   in their probe share it.
-* :class:`~ensdiv.train.Joint` — M members trained together on an ensemble loss of :mod:`ensdiv.losses`.
+* :class:`~ensdiv.train.Joint` — M members trained together on an ensemble loss of :mod:`ensdiv.losses`
+  (a logits loss of ``ENSEMBLE_LOSSES``, or a loss of ``INPUT_LOSSES`` that also needs the batch's inputs,
+  through :class:`InputLossStack`).
 * :class:`~ensdiv.train.Heads` — M heads trained on the cached features of a frozen backbone recipe.
 """
 
@@ -21,7 +23,7 @@ import torch.nn.functional as F
 
 from ensdiv import losses
 from ensdiv.data.registry import TensorSet, get_dataset
-from ensdiv.errors import EnsdivError
+from ensdiv.errors import EnsdivError, InvalidInputError, unknown_name
 from ensdiv.models.stack import HeadStack, MemberStack, cut_features, penultimate, vit_block_head
 from ensdiv.store import Store
 from ensdiv.train.augment import BatchAugment
@@ -36,6 +38,8 @@ __all__ = [
     "pretrain_and_probe",
     "set_classifier",
     "joint_loss",
+    "input_loss",
+    "InputLossStack",
     "build_joint",
     "train_heads",
     "head_features",
@@ -200,13 +204,29 @@ def pretrain_and_probe(
     return model.eval()
 
 
+def _options(method: Joint | Heads, optim: Optim) -> dict[str, Any]:
+    options = dict(method.options)
+    name = method.loss
+    if name in ("independent", "sed", "naive_a2d", "naive_divdis", "balanced", *losses.INPUT_LOSSES) or (
+        name.startswith("gncl")
+    ):
+        options.setdefault("label_smoothing", optim.label_smoothing)
+    return options
+
+
 def joint_loss(method: Joint | Heads, optim: Optim) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """``loss(logits (M, B, C), target)`` of a jointly trained ensemble: the named ensemble loss of
-    :mod:`ensdiv.losses` with the method's λ and options (label smoothing passed to ``independent``)."""
+    :mod:`ensdiv.losses` with the method's λ and options (label smoothing passed to ``independent``).
+    A loss of :data:`ensdiv.losses.INPUT_LOSSES` is not a logits loss: see :func:`input_loss`."""
+    if method.loss in losses.INPUT_LOSSES:
+        raise InvalidInputError(
+            f"The loss {method.loss!r} needs the members' inputs, not only logits: a Joint recipe trains it "
+            "through input_loss, a Heads recipe cannot use it."
+        )
+    if method.loss not in losses.ENSEMBLE_LOSSES:
+        raise unknown_name("ensemble loss", method.loss, [*losses.ENSEMBLE_LOSSES, *losses.INPUT_LOSSES])
     fn = losses.ensemble_loss(method.loss)
-    options = dict(method.options)
-    if method.loss in ("independent", "sed", "naive_a2d", "naive_divdis", "balanced") or method.loss.startswith("gncl"):
-        options.setdefault("label_smoothing", optim.label_smoothing)
+    options = _options(method, optim)
 
     def loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return fn(logits, target, lam=method.lam, **options)
@@ -214,12 +234,47 @@ def joint_loss(method: Joint | Heads, optim: Optim) -> Callable[[torch.Tensor, t
     return loss
 
 
+def input_loss(method: Joint, optim: Optim) -> Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """``loss(stack, x, target)`` of a jointly trained ensemble whose loss is one of
+    :data:`ensdiv.losses.INPUT_LOSSES` (it needs the inputs, e.g. to differentiate the logits with respect to
+    them): the named loss with the method's λ and options (label smoothing passed on)."""
+    if method.loss not in losses.INPUT_LOSSES:
+        raise unknown_name("input-taking ensemble loss", method.loss, losses.INPUT_LOSSES)
+    fn = losses.INPUT_LOSSES[method.loss]
+    options = _options(method, optim)
+
+    def loss(stack: nn.Module, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return fn(stack, x, target, lam=method.lam, **options)
+
+    return loss
+
+
+class InputLossStack(MemberStack):
+    """A :class:`~ensdiv.models.MemberStack` whose :meth:`training_loss` hands the loss the stack itself and
+    the batch's inputs: ``input_loss(self, x, y)`` (the losses of :data:`ensdiv.losses.INPUT_LOSSES`, which
+    call ``self(x)`` for the ``(M, B, C)`` logits). Same parameters and ``state_dict`` as a MemberStack.
+
+    Shape:
+        ``(B, ...) -> (M, B, C)``.
+    """
+
+    def __init__(self, members: list[nn.Module], *, input_loss: Callable[..., torch.Tensor]) -> None:
+        super().__init__(members)
+        self.input_loss = input_loss
+
+    def training_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.input_loss(self, x, y)
+
+
 def build_joint(recipe: Recipe, build_model: Callable[..., nn.Module], **shape: int) -> MemberStack:
     """The M freshly initialised members of a :class:`~ensdiv.train.Joint` recipe (member m seeded with
-    ``init + m``) in a :class:`~ensdiv.models.MemberStack` carrying the recipe's ensemble loss."""
+    ``init + m``) in a :class:`~ensdiv.models.MemberStack` carrying the recipe's ensemble loss (an
+    :class:`InputLossStack` for a loss of :data:`ensdiv.losses.INPUT_LOSSES`)."""
     method = recipe.method
     assert isinstance(method, Joint)
     members = [build_model(recipe, init_seed=recipe.seeds.init + m, **shape) for m in range(method.members)]
+    if method.loss in losses.INPUT_LOSSES:
+        return InputLossStack(members, input_loss=input_loss(method, recipe.optim))
     return MemberStack(members, loss_fn=joint_loss(method, recipe.optim))
 
 

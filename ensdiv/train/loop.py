@@ -15,24 +15,67 @@ averaged, so K ranks see the same samples per step as one process with the same 
 
 A model that defines ``training_loss(self, x, y) -> Tensor`` (Packed-Ensembles, BatchEnsemble,
 MIMO, ...) gets that called instead of cross-entropy.
+
+Divergence: a non-finite loss raises by default (``on_diverge="raise"``); with ``on_diverge="stop"``
+training stops there and the model gets back the weights of its last finished epoch. Either way the
+returned model carries a :class:`FitReport` as ``model.ensdiv_fit`` (how the call ended).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from ensdiv.data.registry import TensorSet
-from ensdiv.errors import EnsdivError
+from ensdiv.errors import EnsdivError, InvalidInputError
 from ensdiv.progress import bar as progress_bar
 from ensdiv.train.augment import BatchAugment
 from ensdiv.train.engine import LossFn, derive_seed, lr_factor, make_fabric, make_optimizer, seed_everything
 from ensdiv.train.recipes import Optim
 
-__all__ = ["fit", "cpu_state"]
+__all__ = ["fit", "cpu_state", "FitReport", "ON_DIVERGE"]
+
+#: what :func:`fit` does at the first non-finite loss
+ON_DIVERGE = ("raise", "stop")
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """How one call of :func:`fit` ended; set on the returned model as ``model.ensdiv_fit``.
+
+    Losses are those of this process (under DDP each rank reports the loss of its share of the batch).
+    """
+
+    #: ``"finished"`` (every epoch), ``"interrupted"`` (``stop_after``) or ``"diverged"`` (``on_diverge="stop"``)
+    status: str
+    #: epochs finished, resumed ones included: the epoch whose weights the model holds
+    epochs_done: int
+    #: mean training loss of each epoch finished in this call
+    history: tuple[float, ...] = ()
+    #: 1-based epoch of the non-finite loss (``None`` unless diverged)
+    diverged_epoch: int | None = None
+    #: 1-based global optimisation step of the non-finite loss, counted from the run's first epoch (resumed
+    #: epochs included); ``None`` unless diverged
+    diverged_step: int | None = None
+    #: the loss of the last step whose loss was finite (``None`` before any)
+    last_finite_loss: float | None = None
+    #: ``"loss"`` (a non-finite loss) or ``"weights"`` (finite losses that left non-finite weights, found at
+    #: the end of the epoch; ``diverged_step`` is then that epoch's last step); ``None`` unless diverged
+    cause: str | None = None
+
+    def to_dict(self) -> dict:
+        """Plain types only (storable with ``torch.save(..., weights_only=True)``)."""
+        d = asdict(self)
+        d["history"] = list(self.history)
+        return d
+
+
+def _finite_state(state: dict[str, torch.Tensor]) -> bool:
+    return all(bool(torch.isfinite(v).all()) for v in state.values() if v.is_floating_point())
 
 
 def _default_loss(aug: BatchAugment, label_smoothing: float) -> LossFn:
@@ -64,6 +107,7 @@ def fit(
     resume: dict | None = None,
     on_epoch_end: Callable[[int, dict], None] | None = None,
     stop_after: int | None = None,
+    on_diverge: str = "raise",
 ) -> nn.Module:
     """Train ``model`` on ``train_set`` with the optimisation settings ``optim`` (Lightning Fabric loop).
 
@@ -91,10 +135,23 @@ def fit(
         on_epoch_end: called as ``on_epoch_end(epoch, state)`` after each epoch on every rank, with
             ``state`` like ``resume`` (used for per-epoch checkpoints).
         stop_after: stop after this many epochs of this call (simulates an interruption in tests).
+        on_diverge: what a non-finite loss does: ``"raise"`` an :class:`~ensdiv.errors.EnsdivError` naming
+            the epoch (default), or ``"stop"``: training ends before that step's backward pass and the model
+            gets back the weights and buffers of its **last finished epoch** (the starting weights when it
+            diverged in its first epoch of this call); ``model.ensdiv_fit`` then says ``"diverged"``, with the
+            epoch, the global step and the last finite loss. With ``"stop"`` the weights are also checked
+            at the end of every epoch: non-finite weights after finite losses end the run the same way
+            (``cause="weights"``), so the weights handed back are always finite (given finite starting
+            weights), and ``on_epoch_end`` is never called with non-finite weights. Under DDP every rank
+            learns of a non-finite loss on any rank (one all-reduce of a flag per step), so all ranks stop
+            (or raise) at the same step.
 
     Returns:
-        The trained model (the module passed in), in eval mode, on CPU.
+        The trained model (the module passed in), in eval mode, on CPU, with ``model.ensdiv_fit`` a
+        :class:`FitReport`.
     """
+    if on_diverge not in ON_DIVERGE:
+        raise InvalidInputError(f"on_diverge must be 'raise' or 'stop', got {on_diverge!r}.")
     n = len(train_set)
     if n == 0:
         raise EnsdivError(f"Cannot train on the empty dataset {train_set.name!r}.")
@@ -136,6 +193,11 @@ def fit(
     )
     x_all, y_all = train_set.x, train_set.y
     done = 0
+    stop = on_diverge == "stop"
+    good = cpu_state(base) if stop else None  # the weights of the last finished epoch
+    history: list[float] = []
+    last_finite: float | None = None
+    diverged: dict | None = None
     for epoch in range(start, epochs):
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(derive_seed(seed, epoch)))
         gen = torch.Generator().manual_seed(derive_seed(seed, epoch, rank, 1))
@@ -151,27 +213,39 @@ def fit(
             for group in opt.param_groups:
                 group["lr"] = lr * lr_factor(
                     (epoch * steps + step) / total, schedule=optim.schedule, warmup=optim.warmup_epochs / epochs,
-                    milestones=tuple(m / epochs for m in optim.milestones)
+                    milestones=tuple(m / epochs for m in optim.milestones), decay=optim.lr_decay
                 )
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(wrapped, x, y)
-            if not torch.isfinite(loss):
-                raise EnsdivError(
-                    f"Training diverged (loss {loss.item()}) at epoch {epoch + 1}; "
-                    f"lower the learning rate {lr}."
-                )
+            if not _all_finite(fabric, loss, world):
+                if not stop:
+                    raise EnsdivError(
+                        f"Training diverged (loss {loss.item()}) at epoch {epoch + 1}; "
+                        f"lower the learning rate {lr}."
+                    )
+                diverged = {"diverged_epoch": epoch + 1, "diverged_step": epoch * steps + step + 1, "cause": "loss"}
+                break
             fabric.backward(loss)
             opt.step()
-            running += float(loss.detach())
+            last_finite = float(loss.detach())
+            running += last_finite
             bar.update(1)
             if step % 20 == 0:
                 bar.set_postfix(epoch=epoch + 1, loss=f"{running / (step + 1):.3f}", refresh=False)
+        if diverged is not None:
+            break
+        state = cpu_state(base) if stop or on_epoch_end is not None else None
+        if stop and not _finite_state(state):
+            diverged = {"diverged_epoch": epoch + 1, "diverged_step": (epoch + 1) * steps, "cause": "weights"}
+            break
+        good = state if stop else None
+        history.append(running / steps)
         if on_epoch_end is not None:
             on_epoch_end(
                 epoch + 1,
                 {
                     "epoch": epoch + 1,
-                    "model": cpu_state(base),
+                    "model": state,
                     "optimizer": opt.state_dict(),
                     "loss": running / steps,
                 },
@@ -180,10 +254,25 @@ def fit(
         if stop_after is not None and done >= stop_after and epoch + 1 < epochs:
             break
     bar.close()
+    if diverged is not None:
+        base.load_state_dict(good)
+        report = FitReport("diverged", start + done, tuple(history), last_finite_loss=last_finite, **diverged)
+    else:
+        report = FitReport("finished" if start + done == epochs else "interrupted", start + done, tuple(history),
+                           last_finite_loss=last_finite)
     if channels_last:  # hand back the default format: a fresh and a reloaded model then compute alike
         base = base.to(memory_format=torch.contiguous_format)
     base.to("cpu").eval()
+    base.ensdiv_fit = report
     return base
+
+
+def _all_finite(fabric, loss: torch.Tensor, world: int) -> bool:
+    """Whether the loss is finite on every rank (one all-reduce of a flag under DDP)."""
+    bad = (~torch.isfinite(loss.detach())).float().reshape(())
+    if world > 1:
+        bad = fabric.all_reduce(bad, reduce_op="sum")
+    return not bool(bad)
 
 
 @torch.no_grad()

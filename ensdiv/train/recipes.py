@@ -69,6 +69,9 @@ class _Part:
 
     _positive: ClassVar[tuple[str, ...]] = ()
     _non_negative: ClassVar[tuple[str, ...]] = ()
+    #: fields added after models were cached: at their default they are left out of :meth:`to_dict`
+    #: (hence of :meth:`Recipe.key`), so every recipe that does not use them keeps its cache key
+    _keyless_default: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -102,7 +105,13 @@ class _Part:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(dataclasses.asdict(self))  # type: ignore[call-overload]
+        """The fields as plain dicts and lists; a field of ``_keyless_default`` is left out at its default."""
+        d = _plain(dataclasses.asdict(self))  # type: ignore[call-overload]
+        defaults = {f.name: f.default for f in fields(self)}  # type: ignore[arg-type]
+        for key in self._keyless_default:
+            if d[key] == defaults[key]:
+                del d[key]
+        return d
 
 
 @dataclass(frozen=True)
@@ -139,11 +148,17 @@ class DataSpec(_Part):
 @dataclass(frozen=True)
 class Optim(_Part):
     """Optimisation: epochs, global batch, optimiser (``sgd``, ``adamw``, ``rmsprop``, ``adabelief``;
-    ``eps`` is Adam/AdaBelief's epsilon), peak learning rate, schedule (``cosine`` to 0, ``step`` ×0.1
-    at 50 % and 75 %, ``multistep`` ×0.1 at each epoch of ``milestones``, ``constant``) with linear
-    warm-up, weight decay (decoupled for AdamW/AdaBelief; on weights only, as timm does, or on every
-    parameter with ``decay_all``, as torch's optimisers and the Packed-Ensembles reference do), label
-    smoothing."""
+    ``eps`` is Adam/AdaBelief's epsilon; ``nesterov`` makes SGD's momentum Nesterov's, as
+    ``torch.optim.SGD(nesterov=True)``, instead of heavy-ball), peak learning rate, schedule (``cosine``
+    to 0, ``step`` ×``lr_decay`` at 50 % and 75 %, ``multistep`` ×``lr_decay`` at each epoch of
+    ``milestones``, ``constant``; ``lr_decay`` is 0.1 unless set, as torch's ``MultiStepLR`` ``gamma``)
+    with linear warm-up, weight decay (decoupled for AdamW/AdaBelief; on weights only, as timm does, or
+    on every parameter with ``decay_all``, as torch's optimisers and the Packed-Ensembles reference do),
+    label smoothing.
+
+    ``nesterov`` and ``lr_decay`` came after models were cached: at their defaults they are not part of
+    the cache key (``_keyless_default``), so recipes that do not set them keep their keys.
+    """
 
     epochs: int = 3
     batch_size: int = 128
@@ -157,8 +172,11 @@ class Optim(_Part):
     warmup_epochs: int = 0
     label_smoothing: float = 0.0
     decay_all: bool = False
+    nesterov: bool = False
+    lr_decay: float = 0.1
     _positive: ClassVar[tuple[str, ...]] = ("epochs", "batch_size", "eps")
     _non_negative: ClassVar[tuple[str, ...]] = ("lr", "weight_decay", "warmup_epochs", "label_smoothing")
+    _keyless_default: ClassVar[tuple[str, ...]] = ("nesterov", "lr_decay")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -172,6 +190,15 @@ class Optim(_Part):
             raise InvalidInputError(
                 f"Optim milestones must be epochs between 1 and {self.epochs - 1}, got {self.milestones}."
             )
+        if not 0 < self.lr_decay <= 1:
+            raise InvalidInputError(f"Optim lr_decay (the learning-rate factor at each step) must be in (0, 1], "
+                                    f"got {self.lr_decay}.")
+        if self.lr_decay != 0.1 and self.schedule not in ("step", "multistep"):
+            raise InvalidInputError(f"Optim lr_decay applies to the step and multistep schedules only, not to "
+                                    f"{self.schedule!r}.")
+        if self.nesterov and (self.optimizer != "sgd" or self.momentum <= 0):
+            raise InvalidInputError(f"Nesterov momentum needs optimizer 'sgd' with momentum > 0, got "
+                                    f"{self.optimizer!r} with momentum {self.momentum}.")
 
 
 @dataclass(frozen=True)
@@ -268,10 +295,10 @@ class Heads(_Part):
     loss: str = "independent"
     lam: float = 0.0
     options: dict = field(default_factory=dict)
-    #: members trained on each batch (SED's stochastic subset I; 0 = all): the others get no update
+    #: the number of members trained on each batch (SED's stochastic subset I; 0 = all); the others get no update
     subset: int = 0
-    #: where the frozen backbone is cut: ``head`` (the classifier on the penultimate features) or, for a
-    #: ViT, ``block`` (the last block's MLP + final norm + classifier on the cached class token)
+    #: the cut point of the frozen backbone, ``head`` (the classifier on the penultimate features) or, for
+    #: a ViT, ``block`` (the last block's MLP + final norm + classifier on the cached class token)
     cut: str = "head"
     #: unlabeled OOD set fed after each labelled batch to the losses of ``ensdiv.losses.UNLABELED_LOSSES``
     ood_set: str = ""

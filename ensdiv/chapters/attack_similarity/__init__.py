@@ -4,6 +4,24 @@ analyses (:mod:`~ensdiv.chapters.attack_similarity.release`), and its presets.
 
 The SAT engine itself (attacks, transfer matrices) is library code: :func:`ensdiv.sat_matrix`,
 :func:`ensdiv.sat_by_source`, :mod:`ensdiv.transfer`.
+
+Deviations at paper scale (stated, not fixed):
+
+* **One input pipeline for all 69 models.** ``imagenet/val-5k`` is one tensor set: each image's shorter
+  side resized to 256 (bilinear), centre-cropped to 224, in [0, 1]. Each model then gets its own
+  resolution and mean/std (:func:`ensdiv.models.forward_pixels`): an attack on model A is made at A's
+  native resolution and a target B sees the attacked image resized to B's, as the paper describes.
+  What timm's per-model evaluation transform (``resolve_data_config``) would also set is not applied:
+  the crop fraction (``crop_pct``: 0.875 for 22 of the 69 pinned models, 0.9-1.0 for the other 47),
+  the interpolation (bicubic for 62 of them) and a crop taken at the native resolution (21 models
+  expect 240-299 px and see the 224 crop upsampled). Only 3 of the 69 see exactly their timm
+  pipeline, so clean accuracies can differ from timm's published ones (not measured here: no
+  paper-scale run yet). A per-model pipeline would need one evaluation set per (size, crop_pct,
+  interpolation) and a mapping of each source's adversarial crop into each target's framing, which the
+  paper does not specify.
+* :func:`~ensdiv.chapters.attack_similarity.release.compare_with_release` (Fig. D.2's page) measures how
+  far the paper-scale SAT matrix is from the released one; the pipeline above is one candidate cause of
+  a gap, not tested apart.
 """
 
 from __future__ import annotations
@@ -209,11 +227,13 @@ PRESETS: dict = {
         "cpu": {"n_init": 100, "n_seeds": 10},
         "paper": {"n_init": 100, "n_seeds": 10},
     },
+    # measured: also measure the 69×69 matrix (paper scale only: the same 69 models; the SAT keys are
+    # fig02's, so the measurement is shared) and compare it with the release (release.compare_with_release)
     "attack-similarity/figD2_similarity_matrix": {
         "common": {**_RELEASED, **_SPECTRAL},
-        "smoke": {"n_init": 5, "n_seeds": 2},
-        "cpu": {"n_init": 100, "n_seeds": 10},
-        "paper": {"n_init": 100, "n_seeds": 10},
+        "smoke": {"n_init": 5, "n_seeds": 2, "measured": False},
+        "cpu": {"n_init": 100, "n_seeds": 10, "measured": False},
+        "paper": {"n_init": 100, "n_seeds": 10, "measured": True},
     },
     "attack-similarity/figD1a_similarity_distribution": {
         "common": {**_RELEASED, "bins": 40},
@@ -263,6 +283,8 @@ _WITHIN = {"smoke": {"base_models": ["arch/mlp"], "variants": _SMOKE_VARIANTS},
            "cpu": {"base_models": ["arch/resnet", "arch/vit"], "variants": _VARIANTS},
            "paper": {"base_models": ["arch/resnet", "arch/vit"], "variants": _VARIANTS}}  # fmt: skip
 
+PRESETS["attack-similarity/figD2_similarity_matrix"]["paper"].update(
+    {k: v for k, v in {**_ZOO["common"], **_ZOO["paper"]}.items() if k != "seed"})
 PRESETS.update({
     "attack-similarity/tabD1_within_architecture": _zoo(**_WITHIN),
     "attack-similarity/fig02_similarity_vs_err": _zoo(common={"ci": 0.90}),

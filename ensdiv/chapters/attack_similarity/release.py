@@ -13,6 +13,9 @@ loads and validates them and runs the paper's two analyses on them:
   open; :func:`spectral_readings` scores every reading and the default (:data:`DEFAULT_READING`) is
   the one that recovers the legible clusters 7–10 from the released matrix.
 
+:func:`compare_with_release` measures how closely a SAT matrix measured here (paper scale: the same 69
+models) reproduces the released one: correlations over the off-diagonal pairs, means and diagonals.
+
 The paper's own Table 2 is only partly legible in our text copy: the order of the 69 models by
 cluster (the axis of Fig. C.1 / D.2) and the members of clusters 7–10 (23 models) are verbatim; the
 boundaries between clusters 1–6 are *reconstructed* from that order and the cluster descriptions in
@@ -27,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ensdiv.errors import DataNotFoundError, EnsdivError
+from ensdiv.errors import DataNotFoundError, EnsdivError, InvalidInputError
 
 __all__ = [
     "COMPONENTS",
@@ -48,6 +51,7 @@ __all__ = [
     "DEFAULT_READING",
     "cluster_keywords",
     "cluster_table",
+    "compare_with_release",
 ]
 
 #: The 13 architectural components of Tab. 1 (column names of ``model_features_release.csv``).
@@ -449,3 +453,105 @@ def cluster_table(components: pd.DataFrame, labels: np.ndarray, *, top_k: int = 
         for k in kw
     ]  # fmt: skip
     return pd.DataFrame(rows).set_index("cluster")
+
+
+# ---- a measured matrix against the released one ------------------------------------------------------------
+def compare_with_release(measured: pd.DataFrame | np.ndarray, *, names: list[str] | None = None,
+                         release: pd.DataFrame | None = None, data_root: str | Path | None = None) -> dict[str, float]:
+    """How closely a measured SAT matrix (Eq. 1) reproduces the released one, on the models both cover.
+
+    The released matrix is exactly symmetric (s(A, B) of Eq. 1 averages both attack directions); a
+    measured one is symmetrised as ``(S + Sᵀ) / 2`` (a no-op for :attr:`ensdiv.SatResult.scores`), so
+    each unordered pair {A, B} counts once: the pairs are the upper triangle (i < j) in the release's
+    model order, N(N − 1)/2 of them (2,346 for the 69 models). Pairs whose measured score is undefined
+    (NaN: no image both models classify correctly) are left out and counted.
+
+    Args:
+        measured: an N×N matrix: a DataFrame with the model names on both axes, or an array with ``names``.
+        names: the model names of an array's rows and columns (as in the release, e.g. ``resnet50``).
+        release: the released matrix (default: :func:`load_sat_release` from ``data_root``).
+        data_root: folder of the released CSVs when ``release`` is not given.
+
+    Returns:
+        ``models`` (common to both), ``models_not_measured`` (of the release), ``pairs`` (off-diagonal
+        unordered pairs compared), ``pairs_undefined`` (NaN in the measured matrix), ``pearson`` and
+        ``spearman`` (rank correlation with average ranks for ties) over those pairs, the mean
+        off-diagonal score of each (``mean_measured``, ``mean_released``), the mean diagonal of each
+        (``diagonal_measured``, ``diagonal_released``; the paper: close to ln 100 ≈ 4.6) and
+        ``asymmetry_measured`` (the largest |S − Sᵀ| before symmetrising).
+
+    Raises:
+        InvalidInputError: a non-square matrix, names that are missing, repeated, of the wrong length
+            or not in the release, or fewer than 3 models in common (fewer than 3 pairs).
+
+    Example:
+        >>> rel = pd.DataFrame([[4.6, 2.0, 1.0], [2.0, 4.6, 3.0], [1.0, 3.0, 4.6]], index=list("abc"),
+        ...                    columns=list("abc"))
+        >>> out = compare_with_release(rel * 0.5, release=rel)
+        >>> round(out["pearson"], 6), round(out["spearman"], 6), out["pairs"], out["diagonal_measured"]
+        (1.0, 1.0, 3, 2.3)
+    """
+    if release is None:
+        release = load_sat_release(data_root)[0]
+    scores, labels = _named_square(measured, names)
+    unknown = [n for n in labels if n not in release.index]
+    if unknown:
+        raise InvalidInputError(f"{len(unknown)} measured models are not in the released matrix (e.g. "
+                                f"{unknown[:3]}); use the release's names, e.g. {list(release.index[:2])}.")
+    common = [n for n in release.index if n in set(labels)]
+    if len(common) < 3:
+        raise InvalidInputError(f"Comparing with the release needs at least 3 models in common, got {len(common)}.")
+    pos = {n: k for k, n in enumerate(labels)}
+    idx = [pos[n] for n in common]
+    ours = scores[np.ix_(idx, idx)]
+    asym = float(np.nanmax(np.abs(ours - ours.T))) if np.isfinite(ours).any() else float("nan")
+    ours = (ours + ours.T) / 2
+    theirs = release.loc[common, common].to_numpy(dtype=float)
+    theirs = (theirs + theirs.T) / 2
+    i, j = np.triu_indices(len(common), k=1)
+    a, b = ours[i, j], theirs[i, j]
+    ok = np.isfinite(a)
+    a, b = a[ok], b[ok]
+    return {
+        "models": len(common), "models_not_measured": len(release) - len(common),
+        "pairs": int(ok.sum()), "pairs_undefined": int((~ok).sum()),
+        "pearson": _pearson(a, b), "spearman": _pearson(_ranks(a), _ranks(b)),
+        "mean_measured": float(a.mean()) if len(a) else float("nan"), "mean_released": float(b.mean()),
+        "diagonal_measured": float(np.nanmean(np.diag(ours))), "diagonal_released": float(np.diag(theirs).mean()),
+        "asymmetry_measured": asym,
+    }
+
+
+def _named_square(measured: pd.DataFrame | np.ndarray, names: list[str] | None) -> tuple[np.ndarray, list[str]]:
+    """The measured matrix as a float array and its model names, validated."""
+    if isinstance(measured, pd.DataFrame):
+        if names is not None:
+            raise InvalidInputError("Pass names only with an array; a DataFrame carries its own names.")
+        if [str(c) for c in measured.columns] != [str(r) for r in measured.index]:
+            raise InvalidInputError("The measured DataFrame needs the same models, in the same order, as rows "
+                                    "and columns.")
+        names, measured = [str(r) for r in measured.index], measured.to_numpy(dtype=float)
+    scores = np.asarray(measured, dtype=float)
+    if scores.ndim != 2 or scores.shape[0] != scores.shape[1]:
+        raise InvalidInputError(f"The measured SAT matrix must be square (N, N), got shape {scores.shape}.")
+    if names is None:
+        raise InvalidInputError("Name the rows of a measured array: compare_with_release(array, names=[...]).")
+    names = [str(n) for n in names]
+    if len(names) != len(scores) or len(set(names)) != len(names):
+        raise InvalidInputError(f"names must be {len(scores)} distinct model names, one per row, got "
+                                f"{len(names)} ({len(set(names))} distinct).")
+    return scores, names
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Average ranks (ties share the mean of their positions), as Spearman's ρ needs."""
+    return pd.Series(x).rank(method="average").to_numpy()
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson's r; NaN when fewer than 2 values or either side is constant."""
+    if len(a) < 2:
+        return float("nan")
+    a, b = a - a.mean(), b - b.mean()
+    denom = float(np.sqrt((a * a).sum() * (b * b).sum()))
+    return float((a * b).sum() / denom) if denom > 0 else float("nan")

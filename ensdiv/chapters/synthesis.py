@@ -1,0 +1,514 @@
+"""The synthesis chapter: which diversity measure predicts which outcome, on one common population.
+
+Each of the book's papers links its own diversity measure to its own outcome. This chapter computes every
+measure on *one* population of ensembles and asks which measure predicts which outcome.
+
+**Population** (:func:`population`). Built only from models other chapters train and cache (on a cache
+miss they are trained, as every chapter does; nothing new is trained here). Four sources, each a *pool*
+of members evaluated on the same four sets (:data:`ROLES`, a seeded subset of ``eval_subset`` images of
+each registered set, drawn with ``TensorSet.subset(n, seed=0)``):
+
+* ``zoo`` — training-methods' categories: the base ``arch/resnet`` paired with every other zoo model of the
+  categories ``reinit``, ``hparam``, ``arch``, ``framework``, ``dataset`` (all pairs), plus ``zoo_triples``
+  triples (base + two others, drawn with ``seed``);
+* ``dd`` — design-diversity's heterogeneous zoo (the models of its Fig. 5-6 preset): ``dd_triples`` triples
+  drawn with ``seed`` (all of them when fewer exist);
+* ``packed`` — Packed-Ensembles' methods (their Table-1 recipes, every seed): members are a run's estimators;
+* ``sed`` — the SED chapter's heads (every method listed, diversified and not): members are a run's heads.
+
+For ``packed`` and ``sed`` an ensemble never mixes runs: ``per_run`` sub-ensembles of each size in
+``sizes`` are drawn per run (seeded). Every member records its provenance (:class:`Member`).
+
+**Measures** (:data:`MEASURES`) are computed on the clean set: the pairwise ones from (P, P) matrices of the
+whole pool, once per pool, then averaged over each ensemble's pairs with one gather; the per-sample ones
+(#unique, equitability, PDS, MI) per ensemble. Attribution diversity comes from design-diversity's cached
+saliency maps, so only ``dd`` ensembles have it; linear CKA of penultimate features only where every
+member is its own recipe (``zoo``, ``dd``). SAT is not computed (PGD per member pair is the costliest
+measure of the book; see the chapter page). Error inconsistency equals oracle disagreement by definition
+(both count samples where exactly one member is right); both are kept so the redundancy page shows it.
+
+**Outcomes** (:data:`OUTCOMES`): accuracy gain (mean-probability ensemble) over the best and over the
+mean member on the clean, corruption and rendition sets; OOD-detection AUROC (clean vs OOD set) with MI,
+PDS and BMA (negated confidence) as scores.
+
+**Analysis**: Spearman correlations with percentile bootstrap CIs (:func:`spearman_ci`), partial Spearman
+controlling for mean member accuracy (:func:`partial_spearman`), the measure-by-measure matrix and the
+ranked table (:func:`ranked_table`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import statsmodels.api as sm
+import torch
+from scipy import stats
+from torch import Tensor
+
+import ensdiv as ed
+from ensdiv import metrics as mt
+from ensdiv.chapters import design_diversity as dd
+from ensdiv.chapters import packed_ensembles as pe
+from ensdiv.chapters import sed, zoo
+from ensdiv.chapters._presets import chapter_preset
+from ensdiv.errors import InvalidInputError, unknown_name
+from ensdiv.store import config_key
+from ensdiv.train import model_cache_config
+
+__all__ = [
+    "SLUG", "PRESETS", "preset", "ROLES", "SOURCES", "MEASURES", "OUTCOMES", "SIMILARITY_MEASURES", "Member",
+    "Pool", "Population", "eval_sets", "population", "measure_table", "outcome_table", "spearman_ci",
+    "partial_spearman", "correlation_table", "measure_matrix", "ranked_table",
+]
+
+SLUG = "synthesis"
+ROLES = ("clean", "corruption", "rendition", "ood")
+SOURCES = ("zoo", "dd", "packed", "sed")
+#: measure -> (label, paper that uses it)
+MEASURES = {
+    "disagreement": ("disagreement", "SED / design-diversity"),
+    "oracle_disagreement": ("oracle disagreement (Eq. 4)", "design-diversity"),
+    "q_statistic": ("Q statistic", "design-diversity"),
+    "correlation": ("correlation ρ", "design-diversity"),
+    "double_fault": ("double fault", "attack-similarity (all wrong)"),
+    "error_inconsistency": ("error inconsistency", "training-methods"),
+    "kappa": ("error consistency κ", "training-methods"),
+    "equitability": ("Shannon equitability", "design-diversity"),
+    "unique": ("#unique", "SED"),
+    "pds": ("PDS", "SED"),
+    "mutual_information": ("mutual information", "packed-ensembles"),
+    "attribution_diversity": ("attribution diversity (Eq. 7)", "design-diversity"),
+    "cka": ("mean pairwise CKA", "design-diversity"),
+}
+#: measures where a higher value means *less* diverse members
+SIMILARITY_MEASURES = ("q_statistic", "correlation", "double_fault", "kappa", "cka")
+OUTCOMES = ("gain_best_clean", "gain_mean_clean", "gain_best_corruption", "gain_mean_corruption",
+            "gain_best_rendition", "gain_mean_rendition", "auroc_mi", "auroc_pds", "auroc_bma")
+CONTROL = "mean_member_acc"
+
+# ---- presets ------------------------------------------------------------------------------------------------
+_SETS = {"clean": "fmnist/test", "corruption": "fmnist-c/gaussian_noise/3", "rendition": "fmnist-r",
+         "ood": "letters"}
+_COMMON = {"seed": 0, "sets": _SETS, "sources": list(SOURCES), "sizes": [2, 3], "base": "arch/resnet",
+           "categories": ["reinit", "hparam", "arch", "framework", "dataset"], "ci": 0.95}
+_SCALES = {
+    "smoke": {"eval_subset": 300, "zoo_triples": 6, "dd_triples": 4, "per_run": 1, "n_boot": 50, "cka_images": 64,
+              "packed_methods": ["packed", "deep_ensemble"], "sed_methods": ["deep_ensemble", "sed_det"]},
+    "cpu": {"eval_subset": 2000, "zoo_triples": 40, "dd_triples": 40, "per_run": 2, "n_boot": 1000,
+            "cka_images": 500, "packed_methods": ["packed", "batchensemble", "mimo", "masksembles", "deep_ensemble"],
+            "sed_methods": list(sed.METHODS)},
+    # paper scale: the other chapters' paper paths are not runnable yet (ImageNet training); the presets
+    # name what it would use
+    "paper": {"eval_subset": 5000, "zoo_triples": 100, "dd_triples": 100, "per_run": 2, "n_boot": 2000,
+              "cka_images": 1000, "packed_methods": ["packed", "batchensemble", "mimo", "masksembles",
+                                                     "deep_ensemble"], "sed_methods": list(sed.METHODS),
+              "sets": {"clean": "imagenet/val", "corruption": "imagenet-c/gaussian_noise/3",
+                       "rendition": "imagenet-r", "ood": "inaturalist-ood"}},
+}
+_RANGES = {"ci": ed.config.between(0.5, 0.999), "n_boot": ed.config.at_least(10), "per_run": ed.config.at_least(1),
+           "zoo_triples": ed.config.at_least(0), "dd_triples": ed.config.at_least(0),
+           "cka_images": ed.config.at_least(2)}
+
+
+def _scaled() -> dict:
+    return {"common": dict(_COMMON), **{s: dict(v) for s, v in _SCALES.items()}, "ranges": _RANGES}
+
+
+PRESETS = {f"{SLUG}/{stem}": _scaled() for stem in
+           ("measures_vs_outcomes", "measure_redundancy", "one_ensemble_every_measure")}
+
+
+def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):
+    """The resolved preset ``synthesis/<stem>`` at ``scale`` (see :func:`ensdiv.config.resolve_preset`)."""
+    return chapter_preset(SLUG, PRESETS, stem, scale, verbose=verbose, **overrides)
+
+
+# ---- the population ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Member:
+    """One member of a pool and where it comes from: ``source``, its ``key`` (zoo key, or
+    ``"<method>-s<seed>/m<k>"``), the ``recipe`` label and ``model_key`` (the cache key of the trained model
+    it uses) and ``index`` (which estimator / head of that model; 0 for a single model)."""
+
+    source: str
+    key: str
+    recipe: str
+    model_key: str
+    index: int = 0
+    run: str = ""  # packed / sed: the run whose members may be combined ("" = any combination)
+
+
+@dataclass
+class Pool:
+    """The members of one source and their logits ``(P, N, C)`` on every role; ``recipes[i]`` is member i's
+    own recipe when it has one (zoo, dd), else None."""
+
+    source: str
+    members: list[Member]
+    logits: dict[str, Tensor]
+    recipes: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class Population:
+    """The pools, the labels of every role and one row per ensemble (``source``, ``kind``, ``size``,
+    ``idx``: member indices into its pool, ``members``: their keys)."""
+
+    pools: dict[str, Pool]
+    labels: dict[str, Tensor]
+    ensembles: pd.DataFrame
+    cfg: dict
+
+
+def eval_sets(cfg: dict) -> dict[str, ed.TensorSet]:
+    """The evaluation set of every role: ``eval_subset`` images of the registered set, drawn with seed 0."""
+    return {role: ed.get_dataset(cfg["sets"][role]).subset(cfg["eval_subset"], seed=0) for role in ROLES}
+
+
+def _member(source: str, key: str, recipe: ed.Recipe, index: int = 0, run: str = "") -> Member:
+    return Member(source, key, recipe.label, config_key(model_cache_config(recipe))[:16], index, run)
+
+
+def _zoo_pool(cfg: dict, sets: dict) -> Pool:
+    every = zoo.zoo_recipes(cfg["scale"])
+    if cfg["base"] not in every:
+        raise unknown_name("base zoo entry", cfg["base"], every)
+    keys = [cfg["base"]] + [k for k in every if zoo.category_of(k) in cfg["categories"] and k != cfg["base"]]
+    recipes = [every[k] for k in keys]
+    logits = {role: ed.predict_many(recipes, data) for role, data in sets.items()}
+    return Pool("zoo", [_member("zoo", k, r) for k, r in zip(keys, recipes, strict=True)], logits, recipes)
+
+
+def _dd_cfg(cfg: dict) -> dict:
+    return dd.preset("fig05_06_ensemble_diversity", cfg["scale"], verbose=False)
+
+
+def _dd_pool(cfg: dict, sets: dict) -> Pool:
+    recipes = dd.chapter_models(_dd_cfg(cfg))
+    if cfg["scale"] == "paper":
+        raise InvalidInputError("The dd source needs zoo recipes; at paper scale design-diversity uses timm models.")
+    logits = {role: ed.predict_many(recipes, data) for role, data in sets.items()}
+    return Pool("dd", [_member("dd", r.name, r) for r in recipes], logits, recipes)
+
+
+def _packed_pool(cfg: dict, sets: dict) -> Pool:
+    pcfg = pe.preset("tab01_efficient_ensembles", cfg["scale"], verbose=False)
+    members, parts = [], {role: [] for role in ROLES}
+    for method in cfg["packed_methods"]:
+        for seed in pcfg["seeds"]:
+            recipes = pe.recipes_for(method, pcfg, seed)
+            run = f"{method}-s{seed}"
+            for role, data in sets.items():
+                parts[role].append(pe.method_logits(recipes, data))
+            m = parts["clean"][-1].shape[0]
+            members += [_member("packed", f"{run}/m{k}", recipes[k if len(recipes) > 1 else 0],
+                                0 if len(recipes) > 1 else k, run) for k in range(m)]
+    return Pool("packed", members, {role: torch.cat(v) for role, v in parts.items()}, [None] * len(members))
+
+
+def _sed_pool(cfg: dict, sets: dict) -> Pool:
+    roles = {"clean": "val", "corruption": "c1", "rendition": "r", "ood": "inat"}  # SED's role names, remapped
+    base = sed.preset("tab01_unique", cfg["scale"], verbose=False)
+    scfg = sed.preset("tab01_unique", cfg["scale"], verbose=False, eval_subset=cfg["eval_subset"],
+                      sets={**base["sets"], **{roles[r]: cfg["sets"][r] for r in ROLES}})
+    members, parts = [], {role: [] for role in ROLES}
+    for method in cfg["sed_methods"]:
+        recipes = sed.method_recipes(scfg, method)
+        for role in ROLES:
+            parts[role].append(sed.ensemble_logits(scfg, method, roles[role]))
+        per = parts["clean"][-1].shape[0] // len(recipes)
+        members += [_member("sed", f"{method}/m{k}", recipes[k // per], k % per, method)
+                    for k in range(parts["clean"][-1].shape[0])]
+    return Pool("sed", members, {role: torch.cat(v) for role, v in parts.items()}, [None] * len(members))
+
+
+_POOLS = {"zoo": _zoo_pool, "dd": _dd_pool, "packed": _packed_pool, "sed": _sed_pool}
+
+
+def _draw(rng: np.random.Generator, items: Sequence[tuple], n: int) -> list[tuple]:
+    """``n`` of ``items`` without replacement (all when fewer), in a seeded order."""
+    if n >= len(items):
+        return list(items)
+    return [items[i] for i in sorted(rng.choice(len(items), size=n, replace=False))]
+
+
+def _ensembles(pool: Pool, cfg: dict, rng: np.random.Generator) -> list[dict]:
+    rows, keys = [], [m.key for m in pool.members]
+    p = len(pool.members)
+    if pool.source == "zoo":
+        cat = [zoo.category_of(k) for k in keys]
+        rows += [{"kind": f"base+{cat[i]}", "idx": (0, i)} for i in range(1, p)]
+        triples = [(0, i, j) for i, j in itertools.combinations(range(1, p), 2)]
+        rows += [{"kind": f"base+{cat[i]}+{cat[j]}", "idx": t} for t in _draw(rng, triples, cfg["zoo_triples"])
+                 for _, i, j in [t]]
+    elif pool.source == "dd":
+        rows += [{"kind": "dd triple", "idx": t}
+                 for t in _draw(rng, list(itertools.combinations(range(p), 3)), cfg["dd_triples"])]
+    else:
+        for run in dict.fromkeys(m.run for m in pool.members):
+            idx = [i for i, m in enumerate(pool.members) if m.run == run]
+            for k in cfg["sizes"]:
+                rows += [{"kind": run.rsplit("-s", 1)[0] if pool.source == "packed" else run, "idx": t}
+                         for t in _draw(rng, list(itertools.combinations(idx, k)), cfg["per_run"])]
+    for r in rows:
+        r.update(source=pool.source, size=len(r["idx"]), members=tuple(keys[i] for i in r["idx"]))
+    return rows
+
+
+def population(cfg: dict) -> Population:
+    """Every pool of ``cfg["sources"]`` (models loaded from the cache, trained on a miss) and the seeded
+    ensembles drawn from them (see the module docstring for the sampling). An ensemble whose cached models
+    (and estimator / head indices) equal an earlier one's is dropped, so no ensemble enters twice."""
+    bad = [s for s in cfg["sources"] if s not in SOURCES]
+    if bad:
+        raise unknown_name("population source", bad[0], SOURCES)
+    if not cfg["sources"]:
+        raise InvalidInputError("The population needs at least one source; sources is empty.")
+    sets = eval_sets(cfg)
+    rng = np.random.default_rng(cfg["seed"])
+    pools = {s: _POOLS[s](cfg, sets) for s in cfg["sources"]}
+    rows, seen = [], set()
+    for r in (r for s in cfg["sources"] for r in _ensembles(pools[s], cfg, rng)):
+        models = frozenset((pools[r["source"]].members[i].model_key, pools[r["source"]].members[i].index)
+                           for i in r["idx"])
+        if models not in seen:  # the same cached models drawn twice (e.g. by two sources) enter once
+            seen.add(models)
+            rows.append(r)
+    cols = ["source", "kind", "size", "members", "idx"]
+    return Population(pools, {r: d.y for r, d in sets.items()}, pd.DataFrame(rows)[cols], dict(cfg))
+
+
+# ---- measures ----------------------------------------------------------------------------------------------
+def _pair_matrix(fn: Any, preds: Sequence[Tensor], labels: Tensor | None) -> Tensor:
+    """(P, P) matrix of a two-model measure ``fn(a, b, labels)`` (upper triangle filled, mirrored)."""
+    p = len(preds)
+    out = torch.full((p, p), float("nan"), dtype=torch.float64)
+    for i, j in itertools.combinations(range(p), 2):
+        out[i, j] = out[j, i] = fn(preds[i], preds[j], labels)
+    return out
+
+
+def _kappa(a: Tensor, b: Tensor, y: Tensor) -> float:
+    ca, cb = a == y, b == y
+    if bool((ca == ca[0]).all() and (cb == cb[0]).all() and ca[0] == cb[0]):
+        return float("nan")  # both always right or always wrong: κ is undefined (c_exp = 1)
+    return float(mt.error_consistency(a, b, y))
+
+
+def _gather_mean(mat: Tensor, idx: Sequence[tuple]) -> np.ndarray:
+    """Mean of ``mat`` over every pair of each ensemble's members (NaN entries skipped)."""
+    out = []
+    for t in idx:
+        vals = torch.stack([mat[i, j] for i, j in itertools.combinations(t, 2)])
+        out.append(float(vals.nanmean()) if bool(torch.isfinite(vals).any()) else float("nan"))
+    return np.asarray(out)
+
+
+def _features(pool: Pool, data: ed.TensorSet) -> list[Tensor | None]:
+    return [None if r is None else ed.predict(r, data, features=True)[1].flatten(1) for r in pool.recipes]
+
+
+def _attr_gram(pool: Pool, cfg: dict) -> Tensor | None:
+    """Gram matrix of design-diversity's cached saliency maps (Eq. 7 inputs) for the dd pool."""
+    if pool.source != "dd":
+        return None
+    maps, _ = dd.chapter_attributions(_dd_cfg(cfg), pool.recipes, "clean")
+    return mt.attribution_gram(maps)
+
+
+def _pool_measures(pool: Pool, idx: list[tuple], y: Tensor, cfg: dict, timed: Any) -> dict[str, np.ndarray]:
+    """Every measure of the ensembles ``idx`` of one pool (pairwise ones gathered from (P, P) matrices)."""
+    logits = pool.logits["clean"]
+    preds, probs, c = logits.argmax(-1), logits.softmax(-1), logits.shape[-1]
+    pairwise = {
+        "disagreement": lambda: mt.disagreement(preds, pairwise=True),
+        "oracle_disagreement": lambda: mt.oracle_disagreement(preds, y, pairwise=True),
+        "q_statistic": lambda: mt.q_statistic(preds, y, pairwise=True),
+        "correlation": lambda: mt.correlation_coefficient(preds, y, pairwise=True),
+        "double_fault": lambda: mt.double_fault(preds, y, pairwise=True),
+        "error_inconsistency": lambda: _pair_matrix(lambda a, b, t: float(mt.error_inconsistency(a, b, t)), preds, y),
+        "kappa": lambda: _pair_matrix(_kappa, preds, y),
+    }
+    cols = {k: timed(k, lambda fn=fn: _gather_mean(fn(), idx)) for k, fn in pairwise.items()}
+    per_sample = {
+        "equitability": lambda t: mt.equitability(preds[t], num_classes=c),
+        "unique": lambda t: mt.num_unique(preds[t]),
+        "pds": lambda t: mt.pds(probs[t]),
+        "mutual_information": lambda t: mt.mutual_information(probs[t]),
+    }
+    for k, fn in per_sample.items():
+        cols[k] = timed(k, lambda fn=fn: np.array([float(fn(list(t)).mean()) for t in idx]))
+
+    def attribution() -> np.ndarray:
+        gram = _attr_gram(pool, cfg)
+        if gram is None:
+            return np.full(len(idx), np.nan)
+        return mt.ensemble_attribution_diversity(gram, torch.tensor(idx), gram=True).numpy()
+
+    def cka() -> np.ndarray:
+        if not (pool.recipes and all(r is not None for r in pool.recipes)):
+            return np.full(len(idx), np.nan)
+        feats = _features(pool, eval_sets(cfg)["clean"].subset(cfg["cka_images"], seed=cfg["seed"]))
+        return _gather_mean(_pair_matrix(lambda a, b, _: float(mt.cka(a, b)), feats, None), idx)
+
+    cols["attribution_diversity"] = timed("attribution_diversity", attribution)
+    cols["cka"] = timed("cka", cka)
+    return cols
+
+
+def measure_table(pop: Population, *, timings: dict[str, float] | None = None) -> pd.DataFrame:
+    """One row per ensemble of ``pop``, one column per measure of :data:`MEASURES` (on the clean set; NaN
+    where a measure is not available for that source). ``timings``, when given, receives the seconds spent
+    on each measure (summed over pools; CKA includes loading the cached features)."""
+    clock = {} if timings is None else timings
+
+    def timed(name: str, fn: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn()
+        clock[name] = clock.get(name, 0.0) + time.perf_counter() - t0
+        return out
+
+    parts = []
+    for source, pool in pop.pools.items():
+        ens = pop.ensembles[pop.ensembles.source == source]
+        cols = _pool_measures(pool, list(ens["idx"]), pop.labels["clean"], pop.cfg, timed)
+        parts.append(pd.DataFrame(cols, index=ens.index))
+    return pd.concat(parts).loc[pop.ensembles.index, list(MEASURES)]
+
+
+def outcome_table(pop: Population) -> pd.DataFrame:
+    """One row per ensemble: :data:`OUTCOMES` (gains in accuracy points, %) plus the control
+    ``mean_member_acc`` and ``ensemble_acc`` on the clean set (%). The ensemble averages probabilities."""
+    parts = []
+    for source, pool in pop.pools.items():
+        ens = pop.ensembles[pop.ensembles.source == source]
+        rows = []
+        for t in ens["idx"]:
+            t = list(t)
+            row = {}
+            for role in ("clean", "corruption", "rendition"):
+                z, y = pool.logits[role][t], pop.labels[role]
+                member = (z.argmax(-1) == y).double().mean(1) * 100
+                acc = float((z.softmax(-1).mean(0).argmax(-1) == y).double().mean() * 100)
+                row[f"gain_best_{role}"] = acc - float(member.max())
+                row[f"gain_mean_{role}"] = acc - float(member.mean())
+                if role == "clean":
+                    row.update(mean_member_acc=float(member.mean()), ensemble_acc=acc)
+            p_id, p_ood = pool.logits["clean"][t].softmax(-1), pool.logits["ood"][t].softmax(-1)
+            row["auroc_mi"] = float(mt.auroc(mt.mutual_information(p_id), mt.mutual_information(p_ood)))
+            row["auroc_pds"] = float(mt.auroc(mt.pds(p_id), mt.pds(p_ood)))
+            row["auroc_bma"] = float(mt.auroc(-mt.bma_confidence(p_id), -mt.bma_confidence(p_ood)))
+            rows.append(row)
+        parts.append(pd.DataFrame(rows, index=ens.index))
+    return pd.concat(parts).loc[pop.ensembles.index, [*OUTCOMES, CONTROL, "ensemble_acc"]]
+
+
+# ---- analysis ----------------------------------------------------------------------------------------------
+def _finite_pairs(x: Any, y: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise InvalidInputError(f"{name} needs x and y of the same length, got {x.size} and {y.size}.")
+    keep = np.isfinite(x) & np.isfinite(y)
+    return x[keep], y[keep]
+
+
+def _rank_corr(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Spearman's ρ along ``axis`` (Pearson correlation of average ranks), vectorised over resamples."""
+    ra, rb = stats.rankdata(a, axis=axis), stats.rankdata(b, axis=axis)
+    ra = ra - ra.mean(axis=axis, keepdims=True)
+    rb = rb - rb.mean(axis=axis, keepdims=True)
+    den = np.sqrt((ra**2).sum(axis=axis) * (rb**2).sum(axis=axis))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (ra * rb).sum(axis=axis) / np.where(den > 0, den, 1.0), np.nan)
+
+
+def spearman_ci(x: Any, y: Any, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict[str, float]:
+    """Spearman's ρ of ``x`` and ``y`` with a percentile bootstrap confidence interval.
+
+    Pairs where either value is NaN are dropped first. The bootstrap resamples the ensembles (pairs) with
+    :func:`scipy.stats.bootstrap` (``paired=True``, ``rng=seed``: the same seed gives the same interval);
+    resamples where one variable is constant have no ρ and are left out of the percentiles.
+
+    Returns:
+        ``{"rho", "low", "high", "n"}``; NaN when fewer than 4 finite pairs remain or a variable is constant.
+    """
+    if not 0 < ci < 1:
+        raise InvalidInputError(f"ci must be a confidence level in (0, 1), got {ci!r}.")
+    if int(n_boot) < 1:
+        raise InvalidInputError(f"n_boot must be at least 1, got {n_boot!r}.")
+    x, y = _finite_pairs(x, y, "spearman_ci")
+    rho = float(_rank_corr(x, y)) if x.size >= 2 else float("nan")
+    out = {"rho": rho, "low": float("nan"), "high": float("nan"), "n": int(x.size)}
+    if x.size < 4 or not np.isfinite(rho):
+        return out
+    with warnings.catch_warnings():  # degenerate resamples (constant ranks) are dropped below
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        res = stats.bootstrap((x, y), _rank_corr, paired=True, vectorized=True, n_resamples=int(n_boot),
+                              method="percentile", rng=np.random.default_rng(seed), confidence_level=ci)
+    dist = res.bootstrap_distribution[np.isfinite(res.bootstrap_distribution)]
+    if dist.size:
+        out["low"], out["high"] = (float(v) for v in np.quantile(dist, [(1 - ci) / 2, (1 + ci) / 2]))
+    return out
+
+
+def partial_spearman(x: Any, y: Any, z: Any) -> float:
+    """Partial Spearman correlation of ``x`` and ``y`` controlling for ``z``.
+
+    All three are ranked (average ranks); the ranks of ``x`` and of ``y`` are each regressed on the ranks of
+    ``z`` with an intercept (ordinary least squares, statsmodels) and the Pearson correlation of the two
+    residuals is returned. Rows with a NaN in any of the three are dropped. NaN when fewer than 4 rows remain
+    or a residual is constant.
+    """
+    x, y, z = (np.asarray(v, dtype=float).ravel() for v in (x, y, z))
+    if not x.shape == y.shape == z.shape:
+        raise InvalidInputError(f"partial_spearman needs x, y, z of one length, got {x.size}, {y.size}, {z.size}.")
+    keep = np.isfinite(x) & np.isfinite(y) & np.isfinite(z)
+    if keep.sum() < 4:
+        return float("nan")
+    rx, ry, rz = (stats.rankdata(v[keep]) for v in (x, y, z))
+    design = sm.add_constant(rz, has_constant="add")
+    ex, ey = sm.OLS(rx, design).fit().resid, sm.OLS(ry, design).fit().resid
+    den = np.sqrt((ex**2).sum() * (ey**2).sum())
+    return float((ex * ey).sum() / den) if den > 1e-12 else float("nan")
+
+
+def correlation_table(measures: pd.DataFrame, outcomes: pd.DataFrame, *, n_boot: int, ci: float, seed: int,
+                      control: str = CONTROL) -> pd.DataFrame:
+    """One row per (measure, outcome): ``n``, Spearman ``rho`` with its bootstrap ``low`` / ``high`` and the
+    partial Spearman controlling for ``outcomes[control]`` (mean member accuracy)."""
+    rows = []
+    for m in measures.columns:
+        for o in OUTCOMES:
+            r = spearman_ci(measures[m], outcomes[o], n_boot=n_boot, ci=ci, seed=seed)
+            rows.append({"measure": m, "outcome": o, **r,
+                         "partial": partial_spearman(measures[m], outcomes[o], outcomes[control])})
+    return pd.DataFrame(rows)
+
+
+def measure_matrix(measures: pd.DataFrame) -> pd.DataFrame:
+    """Spearman correlation of every pair of measures over the ensembles where both exist."""
+    return measures.corr(method="spearman", min_periods=4)
+
+
+def ranked_table(corr: pd.DataFrame, *, top: int = 3, min_n: int = 10) -> pd.DataFrame:
+    """"For predicting X, use Y": per outcome, the ``top`` measures by |ρ| whose bootstrap interval excludes
+    0 and that exist on at least ``min_n`` ensembles (others are not listed), with ρ, its interval, the
+    partial ρ and n."""
+    rows = []
+    for o in OUTCOMES:
+        sub = corr[(corr.outcome == o) & ((corr.low > 0) | (corr.high < 0)) & (corr.n >= min_n)]
+        sub = sub.assign(abs_rho=sub.rho.abs()).sort_values("abs_rho", ascending=False).head(top)
+        for rank, r in enumerate(sub.itertuples(), 1):
+            rows.append({"outcome": o, "rank": rank, "measure": MEASURES[r.measure][0], "rho": r.rho,
+                         "interval": f"[{r.low:.2f}, {r.high:.2f}]", "partial": r.partial, "n": r.n})
+        if sub.empty:
+            rows.append({"outcome": o, "rank": None, "measure": "(none: no interval excludes 0)", "rho": None,
+                         "interval": "", "partial": None, "n": None})
+    return pd.DataFrame(rows)

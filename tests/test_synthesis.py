@@ -1,0 +1,178 @@
+"""The synthesis chapter: population provenance, measures against the library on each ensemble, the bootstrap's
+determinism, the partial correlation on synthetic data with a known answer, and bad inputs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+
+import ensdiv as ed
+from ensdiv import metrics as mt
+from ensdiv.chapters import packed_ensembles as pe
+from ensdiv.chapters import sed, zoo
+from ensdiv.chapters import synthesis as ch
+from ensdiv.errors import InvalidInputError, UnknownNameError
+from ensdiv.store import config_key
+from ensdiv.train import model_cache_config
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A smoke population: the base and two zoo models, one Packed-Ensembles run, one SED run."""
+    cfg = ch.preset("measures_vs_outcomes", "smoke", verbose=False, sources=["zoo", "packed", "sed"],
+                    categories=["reinit", "hparam"], zoo_triples=2, eval_subset=120,
+                    packed_methods=["packed"], sed_methods=["deep_ensemble"], cka_images=32)
+    pop = ch.population(cfg)
+    return cfg, pop
+
+
+def test_zoo_members_use_the_cached_zoo_models(small):
+    cfg, pop = small
+    pool = pop.pools["zoo"]
+    recipes = zoo.zoo_recipes("smoke")
+    clean = ch.eval_sets(cfg)["clean"]
+    assert pool.members[0].key == "arch/resnet"
+    for i, m in enumerate(pool.members):
+        r = recipes[m.key]
+        assert (m.source, m.recipe, m.index) == ("zoo", r.label, 0)
+        assert m.model_key == config_key(model_cache_config(r))[:16]
+        cached = ed.cached_predictions(r, clean)
+        assert cached is not None and torch.equal(pool.logits["clean"][i], cached)
+    ens = pop.ensembles[pop.ensembles.source == "zoo"]
+    assert all(t[0] == 0 for t in ens.idx)  # every zoo ensemble holds the base model
+    pairs = ens[ens["size"] == 2]
+    assert sorted(m[1] for m in pairs.members) == sorted(m.key for m in pool.members[1:])
+
+
+def test_packed_and_sed_members_come_from_their_chapters_runs(small):
+    cfg, pop = small
+    pcfg = pe.preset("tab01_efficient_ensembles", "smoke", verbose=False)
+    (packed,) = pe.recipes_for("packed", pcfg, pcfg["seeds"][0])
+    pool = pop.pools["packed"]
+    assert [m.recipe for m in pool.members] == [packed.label] * pcfg["num_estimators"]
+    assert [m.index for m in pool.members] == list(range(pcfg["num_estimators"]))
+    heads = sed.method_recipes(sed.preset("tab01_unique", "smoke", verbose=False), "deep_ensemble")
+    assert [m.recipe for m in pop.pools["sed"].members] == [r.label for r in heads]
+    assert [m.model_key for m in pop.pools["sed"].members] == [config_key(model_cache_config(r))[:16] for r in heads]
+    for source in ("packed", "sed"):
+        members = pop.pools[source].members
+        for t in pop.ensembles[pop.ensembles.source == source].idx:
+            assert len({members[i].run for i in t}) == 1  # an ensemble never mixes runs
+
+
+def test_measures_equal_the_library_on_each_ensemble(small):
+    cfg, pop = small
+    meas, out = ch.measure_table(pop), ch.outcome_table(pop)
+    y = pop.labels["clean"]
+    for row, (_, e) in zip(meas.itertuples(), pop.ensembles.iterrows(), strict=True):
+        z = pop.pools[e.source].logits["clean"][list(e.idx)]
+        preds = z.argmax(-1)
+        assert row.disagreement == pytest.approx(float(mt.disagreement(preds)))
+        assert row.oracle_disagreement == pytest.approx(float(mt.oracle_disagreement(preds, y)))
+        assert row.double_fault == pytest.approx(float(mt.double_fault(preds, y)))
+        assert row.error_inconsistency == pytest.approx(row.oracle_disagreement)  # identical by definition
+        assert row.unique == pytest.approx(float(mt.num_unique(preds).mean()))
+        # gains by hand: mean-probability ensemble accuracy minus the best / mean member accuracy
+        acc = [(preds[m] == y).double().mean().item() * 100 for m in range(len(e.idx))]
+        ens = (z.softmax(-1).mean(0).argmax(-1) == y).double().mean().item() * 100
+        assert out.loc[row.Index, "gain_best_clean"] == pytest.approx(ens - max(acc))
+        assert out.loc[row.Index, "gain_mean_clean"] == pytest.approx(ens - sum(acc) / len(acc))
+    assert meas.loc[pop.ensembles.source != "dd", "attribution_diversity"].isna().all()
+    assert meas.loc[pop.ensembles.source == "zoo", "cka"].notna().all()
+    assert meas.loc[pop.ensembles.source == "sed", "cka"].isna().all()
+
+
+def test_population_sampling_is_seeded(small):
+    cfg, pop = small
+    assert len(pop.ensembles) == 2 + 1 + 1 + 2  # 2 base pairs + 1 base triple, 1 PE pair (M 2), 1 SED pair + triple
+    again = ch.population(dict(cfg))
+    assert list(again.ensembles.members) == list(pop.ensembles.members)
+
+
+def test_spearman_matches_scipy_and_bootstrap_is_deterministic():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=60)
+    y = x + rng.normal(size=60)
+    a = ch.spearman_ci(x, y, n_boot=200, ci=0.9, seed=7)
+    b = ch.spearman_ci(x, y, n_boot=200, ci=0.9, seed=7)
+    c = ch.spearman_ci(x, y, n_boot=200, ci=0.9, seed=8)
+    assert a == b
+    assert (a["low"], a["high"]) != (c["low"], c["high"])
+    assert a["rho"] == pytest.approx(stats.spearmanr(x, y).statistic)
+    assert a["low"] < a["rho"] < a["high"] and a["n"] == 60
+
+
+def test_spearman_drops_nan_pairs_and_small_samples():
+    x = [1.0, 2.0, np.nan, 4.0, 5.0, 6.0]
+    y = [2.0, 1.0, 3.0, 4.0, np.nan, 7.0]
+    r = ch.spearman_ci(x, y, n_boot=20)
+    assert r["n"] == 4 and r["rho"] == pytest.approx(stats.spearmanr([1, 2, 4, 6], [2, 1, 4, 7]).statistic)
+    tiny = ch.spearman_ci([1, 2, 3], [3, 1, 2], n_boot=20)
+    assert tiny["n"] == 3 and math.isnan(tiny["low"])
+    assert math.isnan(ch.spearman_ci([1, 1, 1, 1, 1], [1, 2, 3, 4, 5], n_boot=20)["rho"])
+
+
+def test_partial_spearman_is_zero_without_a_direct_link():
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=3000)
+    x, y = z + 0.5 * rng.normal(size=3000), z + 0.5 * rng.normal(size=3000)
+    assert stats.spearmanr(x, y).statistic > 0.6  # strongly correlated through z ...
+    assert abs(ch.partial_spearman(x, y, z)) < 0.05  # ... and not at all once z is controlled
+
+
+def test_partial_spearman_matches_the_closed_form_with_a_direct_link():
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=500)
+    x = z + rng.normal(size=500)
+    y = 0.8 * x + z + rng.normal(size=500)
+    rxy, rxz, ryz = (stats.spearmanr(a, b).statistic for a, b in ((x, y), (x, z), (y, z)))
+    expected = (rxy - rxz * ryz) / math.sqrt((1 - rxz**2) * (1 - ryz**2))
+    assert ch.partial_spearman(x, y, z) == pytest.approx(expected, abs=1e-10)
+    assert ch.partial_spearman(x, y, z) > 0.3
+
+
+def test_partial_spearman_hand_case():
+    # x = z: the ranks of x minus their fit on the ranks of z are all 0, so the partial correlation is undefined
+    assert math.isnan(ch.partial_spearman([1, 2, 3, 4], [4, 3, 2, 1], [1, 2, 3, 4]))
+    assert math.isnan(ch.partial_spearman([1, 2, np.nan], [1, 2, 3], [3, 2, 1]))
+
+
+def test_ranked_table_keeps_intervals_that_exclude_zero():
+    corr = pd.DataFrame([
+        {"measure": "disagreement", "outcome": o, "rho": 0.3, "low": 0.1, "high": 0.5, "n": 50, "partial": 0.2}
+        for o in ch.OUTCOMES
+    ] + [
+        {"measure": "pds", "outcome": "auroc_pds", "rho": -0.6, "low": -0.8, "high": -0.4, "n": 50, "partial": -0.5},
+        {"measure": "unique", "outcome": "auroc_pds", "rho": 0.9, "low": -0.1, "high": 0.95, "n": 50, "partial": 0.0},
+        {"measure": "cka", "outcome": "auroc_pds", "rho": 0.95, "low": 0.9, "high": 0.99, "n": 5, "partial": 0.9},
+    ])
+    t = ch.ranked_table(corr)
+    rows = t[t.outcome == "auroc_pds"]
+    assert list(rows.measure) == ["PDS", "disagreement"]  # |−0.6| first; unique (0 inside) and cka (n 5) dropped
+
+
+@pytest.mark.parametrize("kwargs", [{"ci": 1.5}, {"ci": 0.0}, {"n_boot": 0}])
+def test_spearman_rejects_bad_options(kwargs):
+    with pytest.raises(InvalidInputError):
+        ch.spearman_ci([1, 2, 3, 4], [1, 2, 3, 4], **kwargs)
+
+
+def test_bad_inputs():
+    with pytest.raises(InvalidInputError, match="same length"):
+        ch.spearman_ci([1, 2, 3], [1, 2])
+    with pytest.raises(InvalidInputError, match="one length"):
+        ch.partial_spearman([1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3])
+    cfg = ch.preset("measures_vs_outcomes", "smoke", verbose=False)
+    with pytest.raises(UnknownNameError, match="population source"):
+        ch.population({**cfg, "sources": ["zoo", "imagenet"]})
+    with pytest.raises(InvalidInputError, match="at least one source"):
+        ch.population({**cfg, "sources": []})
+    with pytest.raises(InvalidInputError):
+        ch.preset("measures_vs_outcomes", "smoke", verbose=False, ci=1.5)
+    with pytest.raises(InvalidInputError):
+        ch.preset("measures_vs_outcomes", "smoke", verbose=False, per_run=0)
