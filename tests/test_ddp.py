@@ -21,19 +21,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
-    os.environ.update(
-        {
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": str(world),
-            "LOCAL_WORLD_SIZE": str(world),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "NODE_RANK": "0",
-        }
-    )
+def _join(rank: int, world: int, port: int) -> None:
+    """The torch.distributed environment of one local process of ``world``, one thread."""
+    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+                       "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                       "NODE_RANK": "0"})
     torch.set_num_threads(1)
+
+
+def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    _join(rank, world, port)
     from ensdiv.data import TensorSet
     from ensdiv.models import create_model
     from ensdiv.train import Optim, fit, make_fabric
@@ -77,18 +74,7 @@ def test_two_process_ddp_gives_identical_weights(tmp_path):
 
 def _diverging_worker(rank: int, world: int, port: int, out_dir: str) -> None:
     """Rank 1 alone sees a NaN loss at its 3rd step: both ranks must stop at step 3 (no hang)."""
-    os.environ.update(
-        {
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": str(world),
-            "LOCAL_WORLD_SIZE": str(world),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "NODE_RANK": "0",
-        }
-    )
-    torch.set_num_threads(1)
+    _join(rank, world, port)
     import torch.nn.functional as F
 
     from ensdiv.data import TensorSet

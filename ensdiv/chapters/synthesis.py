@@ -296,19 +296,21 @@ def _pair_matrix(fn: Any, preds: Sequence[Tensor], labels: Tensor | None) -> Ten
 
 
 def _kappa(a: Tensor, b: Tensor, y: Tensor) -> float:
-    ca, cb = a == y, b == y
-    if bool((ca == ca[0]).all() and (cb == cb[0]).all() and ca[0] == cb[0]):
-        return float("nan")  # both always right or always wrong: κ is undefined (c_exp = 1)
-    return float(mt.error_consistency(a, b, y))
+    """Error consistency κ; NaN where it is undefined (the library's rule), without its warning per pair."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(mt.error_consistency(a, b, y))
 
 
 def _gather_mean(mat: Tensor, idx: Sequence[tuple]) -> np.ndarray:
-    """Mean of ``mat`` over every pair of each ensemble's members (NaN entries skipped)."""
-    out = []
-    for t in idx:
-        vals = torch.stack([mat[i, j] for i, j in itertools.combinations(t, 2)])
-        out.append(float(vals.nanmean()) if bool(torch.isfinite(vals).any()) else float("nan"))
-    return np.asarray(out)
+    """Mean of ``mat`` over every pair of each ensemble's members (NaN entries skipped; NaN if all are)."""
+    pairs = [(e, i, j) for e, t in enumerate(idx) for i, j in itertools.combinations(t, 2)]
+    e, i, j = torch.tensor(pairs, dtype=torch.long).T
+    vals = mat[i, j]
+    ok = torch.isfinite(vals)
+    total = torch.zeros(len(idx), dtype=mat.dtype).index_add_(0, e, torch.where(ok, vals, 0))
+    count = torch.zeros(len(idx), dtype=mat.dtype).index_add_(0, e, ok.to(mat.dtype))
+    return (total / count).numpy()  # 0 / 0 -> NaN where no pair is finite
 
 
 def _features(pool: Pool, data: ed.TensorSet) -> list[Tensor | None]:
