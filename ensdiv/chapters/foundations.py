@@ -79,11 +79,11 @@ PRESETS["foundations/zoo"] = {
     # only: keys or glob patterns of ensdiv.chapters.zoo.ZOO[scale];
     # train: build missing models (False: show what is cached)
     # workers: training processes, one torch thread each. cpu: 2 on the 2-core machine, and the whole zoo
-    # (every chapter's zoo models are then trained here, two at a time). One process with two threads
-    # measured as fast on an idle machine (37.9 s vs 36.6 s for four recipes) but collapses when anything
-    # else runs: a SqueezeNet step went from 1908 to 45 images/s with two threads while another process
-    # used the second core (OpenMP threads waiting on each other), so one thread per process is the robust
-    # choice.
+    # (every chapter's zoo models are then trained here, two at a time). benchmarks/bench_contention.py: one
+    # SqueezeNet step runs at 1,636 img/s with one thread and 2,507 with two on an idle machine, but with
+    # another process busy on the second core two threads fall to 686 while one thread keeps 1,693 (ResNet:
+    # 2,146 / 3,241 idle, 2,037 / 891 contended); two one-thread workers measured as fast as one two-thread
+    # process on idle cores (37.9 s vs 36.6 s for four recipes) and do not collapse when anything else runs.
     "common": {"only": ["arch/*", "dd/*"], "train": True, "workers": 1},
     "smoke": {"only": ["arch/mlp", "arch/small_cnn", "arch/resnet", "arch/vit"]},
     "cpu": {"only": [], "workers": 2},
