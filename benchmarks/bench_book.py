@@ -11,6 +11,11 @@ The zoo's achieved training throughput (images seen / training time of each supe
 from the cold cache's model records) is set against the raw one-thread training step of
 ``results/train.json``; ``--zoo-throughput CACHE`` computes it alone from an existing cache and adds it to
 ``book.json``.
+
+``--warm SCALE`` times one ``ensdiv book`` with the current cache and build folder (``$ENSDIV_CACHE``,
+``$ENSDIV_BUILD`` or the project's defaults) and stores it as that scale's warm build: run it right after a
+build that finished, with nothing changed, to measure what a second ``make book`` costs without paying for
+a cold build first.
 """
 
 from __future__ import annotations
@@ -79,8 +84,20 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, help="build here and keep cache and pages")
     parser.add_argument("--zoo-throughput", type=Path, default=None, metavar="CACHE",
                         help="only add the zoo's achieved throughput from this cache to book.json")
+    parser.add_argument("--warm", default=None, metavar="SCALE",
+                        help="only time one build with the current cache and build folder, as SCALE's warm build")
     args = parser.parse_args()
     out = ROOT / "benchmarks" / "results" / "book.json"
+    if args.warm:
+        cache = Path(os.environ.get("ENSDIV_CACHE") or ROOT / ".cache" / "ensdiv")
+        build_dir = Path(os.environ.get("ENSDIV_BUILD") or ROOT / "_build")
+        warm = build(args.warm, cache, build_dir)
+        payload = json.loads(out.read_text()) if out.exists() else {}
+        row = payload.setdefault("scales", {}).setdefault(args.warm, {})
+        row.update(warm_s=warm["seconds"], warm=warm)
+        out.write_text(json.dumps(payload, indent=2))
+        print(f"{args.warm}: warm {warm['seconds']:.1f} s (exit {warm['exit_code']})")
+        return
     if args.zoo_throughput:
         payload = json.loads(out.read_text()) if out.exists() else {}
         result = zoo_throughput(args.zoo_throughput)

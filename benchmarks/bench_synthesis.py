@@ -11,7 +11,9 @@ What is vectorised: the pairwise measures (disagreement, oracle disagreement, Q,
 diversity is one Gram matrix per pool plus a gather (``ensemble_attribution_diversity``); the bootstrap
 evaluates all resamples of a Spearman ρ at once (``scipy.stats.bootstrap(vectorized=True)``). Error
 inconsistency, κ and CKA are filled pair by pair over the pool (P(P-1)/2 calls), the per-sample measures
-(#unique, equitability, PDS, MI) once per ensemble.
+(#unique, equitability, PDS, MI) once per ensemble. SAT similarity is one cached (P, P) matrix per pool
+(``ensdiv.sat_matrix``: one PGD run per model, then every model on every other model's adversarial images),
+so the warm pass only loads it.
 
 Usage: ``python benchmarks/bench_synthesis.py [--scale cpu]``; writes ``benchmarks/results/synthesis.json``
 at cpu and paper scale (at smoke it only prints).

@@ -20,10 +20,12 @@ machine: ``python benchmarks/bench_train.py [--quick]``; writes ``benchmarks/res
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -51,10 +53,11 @@ def _median(fn, repeats: int) -> float:
     return statistics.median(fn() for _ in range(repeats))
 
 
-def raw_step(name: str, data: TensorSet, *, batch: int, channels_last: bool = False) -> float:
-    """Images/s of a bare training loop (no engine)."""
+def raw_step(name: str, data: TensorSet, *, batch: int, channels_last: bool = False, **kwargs) -> float:
+    """Images/s of a bare training loop (no engine); ``kwargs`` go to ``create_model``. A model returning
+    ``(M, B, C)`` or ``(M·B, C)`` (an ensemble) is scored against the labels repeated for every member."""
     torch.manual_seed(0)
-    model = create_model(name).train()
+    model = create_model(name, **kwargs).train()
     x = data.x
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
@@ -64,9 +67,33 @@ def raw_step(name: str, data: TensorSet, *, batch: int, channels_last: bool = Fa
     t0 = time.perf_counter()
     for xb, yb in batches:
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(xb), yb).backward()
+        out = model(xb)
+        out = out.reshape(-1, out.shape[-1])
+        F.cross_entropy(out, yb.repeat(out.shape[0] // len(yb))).backward()
         opt.step()
     return len(batches) * batch / (time.perf_counter() - t0)
+
+
+#: the Packed-Ensembles chapter's cpu training models (ensdiv.chapters.packed_ensembles, Table 1 preset)
+PACKED_MODELS = {
+    "single_small": {}, "packed_small": {"alpha": 2, "gamma": 2, "num_estimators": 4},
+    "batchensemble_small": {"num_estimators": 4}, "masksembles_small": {"num_estimators": 4},
+    "mimo_small": {"num_estimators": 4},
+}
+
+
+def packed_channels_last(data: TensorSet, repeats: int) -> dict:
+    """Raw training step of the Packed-Ensembles chapter's models at its batch (128) and threads (torch's
+    default, two here), default memory format vs channels_last."""
+    torch.set_num_threads(2)
+    rows = {}
+    for name, kw in PACKED_MODELS.items():
+        kw = {"widths": [16, 32, 64], **kw}
+        base = _median(lambda n=name, k=kw: raw_step(n, data, batch=128, **k), repeats)
+        cl = _median(lambda n=name, k=kw: raw_step(n, data, batch=128, channels_last=True, **k), repeats)
+        rows[name] = {"raw_step_img_s": base, "channels_last_img_s": cl, "channels_last_ratio": cl / base}
+        print(f"{name:20s} {base:6.0f} img/s, channels_last {cl:6.0f} img/s ({cl / base:.2f}x)", flush=True)
+    return rows
 
 
 def engine(name: str, data: TensorSet, *, batch: int, precision: str = "32-true", channels_last: bool = False
@@ -105,7 +132,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="three architectures, one repeat")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--images", type=int, default=1024, help="images per timed epoch")
+    ap.add_argument("--packed", action="store_true",
+                    help="only the Packed-Ensembles chapter's models, default vs channels_last (into train.json)")
     args = ap.parse_args()
+    if args.packed:
+        out = Path(__file__).resolve().parent / "results" / "train.json"
+        payload = json.loads(out.read_text()) if out.exists() else {}
+        payload["packed_chapter_channels_last"] = {
+            "note": "raw training step, batch 128, two threads, median of the repeats; "
+                    f"load average at start {os.getloadavg()[0]:.2f}",
+            "models": packed_channels_last(_data(args.images), args.repeats)}
+        out.write_text(json.dumps(payload, indent=2))
+        return
     repeats = 1 if args.quick else args.repeats
     names = ["mlp", "small_cnn", "resnet"] if args.quick else list(ARCHS)
     data = _data(args.images)

@@ -101,3 +101,16 @@ def test_presets_and_fit_exponent():
     assert ch.fit_exponent([2, 4, 8], [1.0, 4.0, 16.0]) == pytest.approx(2.0)
     with pytest.raises(ed.UnknownNameError):
         ch.method_recipes(ch.preset("tab01_unique", "smoke", verbose=False), "bagging")
+
+
+def test_weight_spread_is_zero_for_identical_members_and_the_largest_entry_gap_otherwise(monkeypatch):
+    torch.manual_seed(0)
+    base = nn.Linear(4, 3)
+    heads = [copy.deepcopy(base) for _ in range(3)]
+    monkeypatch.setattr(ch, "method_recipes", lambda cfg, method, members=None: ["one recipe"])
+    monkeypatch.setattr(ch, "_heads_of", lambda recipe: heads)
+    assert ch.weight_spread({}, "naive_a2d") == 0.0
+    with torch.no_grad():
+        heads[1].weight[2, 1] += 0.3   # the largest gap, by hand: 0.3
+        heads[2].bias[0] -= 0.1
+    assert ch.weight_spread({}, "naive_a2d") == pytest.approx(0.3, abs=1e-6)

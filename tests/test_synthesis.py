@@ -3,6 +3,7 @@ determinism, the partial correlation on synthetic data with a known answer, and 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -85,6 +86,16 @@ def test_measures_equal_the_library_on_each_ensemble(small):
     assert meas.loc[pop.ensembles.source != "dd", "attribution_diversity"].isna().all()
     assert meas.loc[pop.ensembles.source == "zoo", "cka"].notna().all()
     assert meas.loc[pop.ensembles.source == "sed", "cka"].isna().all()
+    # SAT: the mean over each zoo ensemble's pairs of the attack-similarity chapter's two-side scores
+    pool = pop.pools["zoo"]
+    sat = ed.sat_matrix(pool.recipes, "fmnist/test", subsample=48, attack="pgd",
+                        attack_kwargs={"eps": 0.1, "steps": 3, "alpha": 0.025}, seed=0).scores
+    for i, e in pop.ensembles[pop.ensembles.source == "zoo"].iterrows():
+        pairs = [float(sat[a, b]) for a, b in itertools.combinations(e.idx, 2)]
+        expected = float(np.nanmean(pairs)) if np.isfinite(pairs).any() else math.nan
+        assert meas.loc[i, "sat"] == pytest.approx(expected, nan_ok=True)
+    assert meas.loc[pop.ensembles.source == "zoo", "sat"].notna().any()
+    assert meas.loc[pop.ensembles.source.isin(["packed", "sed"]), "sat"].isna().all()
 
 
 def test_population_sampling_is_seeded(small):

@@ -18,7 +18,9 @@ pass per member and set.
 from __future__ import annotations
 
 import copy
+import json
 import math
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +37,7 @@ from ensdiv.chapters._presets import chapter_preset
 from ensdiv.errors import unknown_name
 from ensdiv.models.stack import HeadStack, cut_features, vit_block_head
 from ensdiv.paths import project_root
+from ensdiv.train.stream import stream_backbone, stream_features
 
 __all__ = [
     "SLUG", "METHODS", "METHOD_LABELS", "PRESETS", "preset", "backbone_recipe", "method_recipes", "set_features",
@@ -44,11 +47,12 @@ __all__ = [
 ]
 
 SLUG = "sed"
-METHODS = ("deep_ensemble", "diverse_hp", "naive_divdis", "naive_a2d", "sed_gen", "sed_det", "sed_lam0")
+METHODS = ("deep_ensemble", "diverse_hp", "naive_divdis", "naive_a2d", "sed_gen", "sed_det", "sed_sem", "sed_lam0")
 METHOD_LABELS = {
     "single": "Single model", "deep_ensemble": "Deep ensemble", "diverse_hp": "+Diverse HPs",
     "naive_divdis": "Naive DivDis", "naive_a2d": "Naive A2D", "sed_gen": "SED-A2D (generalisation λ)",
-    "sed_det": "SED-A2D (detection λ)", "sed_lam0": "SED, λ = 0 (control)",
+    "sed_det": "SED-A2D (covariate-detection λ)", "sed_sem": "SED-A2D (semantic-detection λ)",
+    "sed_lam0": "SED, λ = 0 (control)",
 }
 #: the diverse-hyper-parameter ensemble: member k uses entry k mod 5 (AdamW options over the base)
 DIVERSE_HPS = (
@@ -101,11 +105,12 @@ PAPER_TABLE3 = {  # AUROC, M = 5
 # ``a`` (natural-hard, IN-A: built by natural_hard, not a registered name), ``inat`` / ``oi`` (semantic OOD).
 _CPU_SETS = {"val": "fmnist/test", "c1": "fmnist-c/gaussian_noise/1", "c5": "fmnist-c/gaussian_noise/5",
              "r": "fmnist-r", "inat": "letters", "oi": "photos", "train_ood": "fmnist-r-train"}
+# paper: stream sets read from $ENSDIV_DATA (ensdiv.data.paper.stream); IN-A / IN-R scored on their 200 classes
 _PAPER_SETS = {"val": "imagenet/val", "c1": "imagenet-c/gaussian_noise/1", "c5": "imagenet-c/gaussian_noise/5",
-               "r": "imagenet-r", "a": "imagenet-a", "inat": "inaturalist-ood", "oi": "openimages-o",
+               "r": "imagenet-r", "a": "imagenet-a", "inat": "inaturalist", "oi": "openimages-o",
                "train_ood": "imagenet-r"}
 _COMMON = {
-    "members": 5, "subset": 2, "lam_gen": 0.1, "lam_det": 5.0, "lam_naive": 1.0, "seed": 0,
+    "members": 5, "subset": 2, "lam_gen": 0.1, "lam_det": 5.0, "lam_sem": 0.5, "lam_naive": 1.0, "seed": 0,
     "committee": ["arch/resnet", "arch/convnext", "arch/mixer"], "committee_wrong": 2,
 }
 _SCALES = {
@@ -148,7 +153,9 @@ def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **override
 
 # ---- recipes ----------------------------------------------------------------------------------------------
 def backbone_recipe(cfg: dict) -> ed.Recipe:
-    """The frozen feature extractor: a zoo recipe at smoke/cpu scale, timm's pretrained model at paper scale."""
+    """The frozen feature extractor: a zoo recipe at smoke/cpu scale; at paper scale timm's pretrained model
+    (local weights, used as built by :func:`ensdiv.train.stream.stream_backbone`, never trained), whose
+    ``dataset`` ``"imagenet/train"`` becomes the heads' training set (read from ``$ENSDIV_DATA``)."""
     if cfg["scale"] == "paper":
         return ed.Recipe.make(model=cfg["backbone"], pretrained=True, dataset="imagenet/train", epochs=1,
                               name="deit3-b")
@@ -177,8 +184,10 @@ def method_recipes(cfg: dict, method: str, members: int | None = None, *, lam: f
     head, as the reference's members start from the same pretrained weights); ``diverse_hp``: M one-head
     recipes cycling :data:`DIVERSE_HPS` (seed = member index); ``naive_a2d`` / ``naive_divdis``: one M-head
     recipe with the rendition set of training images as unlabeled OOD batches (all pairs, λ ``lam_naive``);
-    ``sed_gen`` / ``sed_det`` / ``sed_lam0``: one M-head recipe, |I| = ``subset`` members per batch,
-    λ = ``lam_gen`` / ``lam_det`` / 0 (``lam`` overrides it, for the λ sweep).
+    ``sed_gen`` / ``sed_det`` / ``sed_sem`` / ``sed_lam0``: one M-head recipe, |I| = ``subset`` members per
+    batch, λ = ``lam_gen`` / ``lam_det`` / ``lam_sem`` / 0 (``lam`` overrides it, for the λ sweep). The two
+    detection runs mirror the released configs behind the paper's SED rows of Tables 1 and 3: the covariate
+    model (λ 5) for C-1/C-5 and the semantic model (λ 0.5) for iNaturalist / OpenImages-O.
     """
     m = int(members or cfg["members"])
     if method == "deep_ensemble":
@@ -189,8 +198,9 @@ def method_recipes(cfg: dict, method: str, members: int | None = None, *, lam: f
     if method in ("naive_a2d", "naive_divdis"):
         return [_heads_recipe(cfg, f"{method}-m{m}", members=m, loss=method, lam=cfg["lam_naive"], ood=True,
                               seed=cfg["seed"])]
-    if method in ("sed_gen", "sed_det", "sed_lam0"):
-        default = {"sed_gen": cfg["lam_gen"], "sed_det": cfg["lam_det"], "sed_lam0": 0.0}[method]
+    if method in ("sed_gen", "sed_det", "sed_sem", "sed_lam0"):
+        default = {"sed_gen": cfg["lam_gen"], "sed_det": cfg["lam_det"], "sed_sem": cfg["lam_sem"],
+                   "sed_lam0": 0.0}[method]
         lam_ = default if lam is None else lam
         return [_heads_recipe(cfg, f"sed-l{lam_:g}-m{m}", members=m, loss="sed", lam=lam_, subset=cfg["subset"],
                               seed=cfg["seed"])]
@@ -217,8 +227,37 @@ def natural_hard(cfg: dict) -> ed.TensorSet:
                         description="test images the committee gets wrong (IN-A analogue)")
 
 
+_PAPER: dict[str, dict[str, Tensor]] = {}
+
+
+def _paper_set(cfg: dict, role: str) -> dict[str, Tensor]:
+    """Paper scale: the streamed cut features of the set of ``role`` through the pretrained backbone
+    (:func:`ensdiv.train.stream.stream_features`, cached as kind ``"sed-features"``), kept for the process."""
+    backbone, bb_key = stream_backbone(backbone_recipe(cfg))
+    memo = json.dumps([bb_key, cfg["sets"][role], cfg["cut"], cfg["eval_subset"],
+                       os.environ.get("ENSDIV_DATA", ""), os.environ.get("ENSDIV_CACHE", "")], sort_keys=True)
+    if memo not in _PAPER:
+        _PAPER[memo] = stream_features(backbone, bb_key, cfg["sets"][role], cut=cfg["cut"], kind="sed-features",
+                                       subset=cfg["eval_subset"])
+    return _PAPER[memo]
+
+
+def _restrict(cfg: dict, role: str, logits: Tensor) -> Tensor:
+    """Paper scale: logits of IN-A / IN-R restricted to the set's 200 classes (``class_mask``), as the
+    reference scores them; every other set's logits unchanged."""
+    if cfg["scale"] != "paper":
+        return logits
+    mask = _paper_set(cfg, role)["class_mask"]
+    return logits[..., mask] if len(mask) else logits
+
+
 def set_features(cfg: dict, role: str) -> tuple[Tensor, Tensor]:
-    """Cut-point features ``(N, D)`` of the backbone on the set of ``role`` and its labels (cached)."""
+    """Cut-point features ``(N, D)`` of the backbone on the set of ``role`` and its labels (cached). At paper
+    scale the set is streamed from ``$ENSDIV_DATA`` and IN-A / IN-R labels are positions in their class mask
+    (the logits functions restrict those sets' logits to it)."""
+    if cfg["scale"] == "paper":
+        out = _paper_set(cfg, role)
+        return out["features"], out["masked_labels"] if len(out["class_mask"]) else out["labels"]
     data = _eval_set(cfg, role)
     bb = backbone_recipe(cfg)
     key = {"backbone": ed.train.model_cache_config(bb), "cut": cfg["cut"], "set": data.name, "n": len(data),
@@ -241,7 +280,8 @@ def _heads_of(recipe: ed.Recipe) -> list[nn.Module]:
     """The trained heads of a Heads recipe (loaded once per process)."""
     key = ed.store.config_key(ed.train.model_cache_config(recipe))
     if key not in _HEADS:
-        _HEADS[key] = list(ed.train_recipe(recipe).heads.members)
+        model = ed.train_recipe(recipe)  # heads on a stream set (paper scale) go to ensdiv.train.stream
+        _HEADS[key] = list(model.heads.members)
     return _HEADS[key]
 
 
@@ -255,15 +295,16 @@ def ensemble_logits(cfg: dict, method: str, role: str, members: int | None = Non
     """Member logits ``(M, N, C)`` of ``method`` on the set of ``role`` (models trained once and cached)."""
     feats, _ = set_features(cfg, role)
     heads = [h for r in method_recipes(cfg, method, members, lam=lam) for h in _heads_of(r)]
-    return _apply(heads, feats)
+    return _restrict(cfg, role, _apply(heads, feats))
 
 
 def single_logits(cfg: dict, role: str) -> Tensor:
     """The backbone's own prediction (the "single model" row), ``(1, N, C)``."""
     feats, _ = set_features(cfg, role)
-    model = ed.train_recipe(backbone_recipe(cfg))
+    bb = backbone_recipe(cfg)
+    model = stream_backbone(bb)[0] if cfg["scale"] == "paper" else ed.train_recipe(bb)
     head = vit_block_head(model) if cfg["cut"] == "block" else copy.deepcopy(model.get_classifier())
-    return _apply([head], feats)
+    return _restrict(cfg, role, _apply([head], feats))
 
 
 def soup_logits(cfg: dict, method: str, role: str, members: int | None = None) -> Tensor:
@@ -272,7 +313,17 @@ def soup_logits(cfg: dict, method: str, role: str, members: int | None = None) -
     heads = [h for r in method_recipes(cfg, method, members) for h in _heads_of(r)]
     soup = copy.deepcopy(heads[0])
     soup.load_state_dict(ed.ensembles.uniform_soup([h.state_dict() for h in heads]))
-    return _apply([soup], feats)
+    return _restrict(cfg, role, _apply([soup], feats))
+
+
+def weight_spread(cfg: dict, method: str, members: int | None = None) -> float:
+    """Largest absolute difference between any two members' head weights, entry by entry (0.0: the trained
+    members are the same function). Every member starts from the backbone's own head, so a method whose
+    training treats the members symmetrically (same batches, a loss symmetric in the members) and runs
+    deterministically keeps them identical; this measures whether it did."""
+    heads = [h for r in method_recipes(cfg, method, members) for h in _heads_of(r)]
+    flat = torch.stack([torch.cat([p.detach().flatten() for p in h.parameters()]) for h in heads])
+    return float((flat.max(0).values - flat.min(0).values).max())
 
 
 def evaluate(logits: Tensor, labels: Tensor | None = None) -> dict[str, float]:

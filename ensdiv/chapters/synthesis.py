@@ -22,10 +22,14 @@ For ``packed`` and ``sed`` an ensemble never mixes runs: ``per_run`` sub-ensembl
 **Measures** (:data:`MEASURES`) are computed on the clean set: the pairwise ones from (P, P) matrices of the
 whole pool, once per pool, then averaged over each ensemble's pairs with one gather; the per-sample ones
 (#unique, equitability, PDS, MI) per ensemble. Attribution diversity comes from design-diversity's cached
-saliency maps, so only ``dd`` ensembles have it; linear CKA of penultimate features only where every
-member is its own recipe (``zoo``, ``dd``). SAT is not computed (PGD per member pair is the costliest
-measure of the book; see the chapter page). Error inconsistency equals oracle disagreement by definition
-(both count samples where exactly one member is right); both are kept so the redundancy page shows it.
+saliency maps, so only ``dd`` ensembles have it; linear CKA of penultimate features and SAT similarity
+(attack-similarity Eq. 1) only where every member is its own recipe (``zoo``, ``dd``). SAT is measured as the
+attack-similarity chapter measures it (:func:`ensdiv.chapters.attack_similarity.chapter_sat` with its Fig. 2
+preset: PGD on a seeded subsample of its evaluation set), so the adversarial images of the models that chapter
+attacks come from its cache; each other model is attacked once, and the cost is the PGD run per model plus
+every model's predictions on every other model's adversarial images. Error inconsistency equals oracle
+disagreement by definition (both count samples where exactly one member is right); both are kept so the
+redundancy page shows it.
 
 **Outcomes** (:data:`OUTCOMES`): accuracy gain (mean-probability ensemble) over the best and over the
 mean member on the clean, corruption and rendition sets; OOD-detection AUROC (clean vs OOD set) with MI,
@@ -54,6 +58,7 @@ from torch import Tensor
 
 import ensdiv as ed
 from ensdiv import metrics as mt
+from ensdiv.chapters import attack_similarity as asim
 from ensdiv.chapters import design_diversity as dd
 from ensdiv.chapters import packed_ensembles as pe
 from ensdiv.chapters import sed, zoo
@@ -86,9 +91,10 @@ MEASURES = {
     "mutual_information": ("mutual information", "packed-ensembles"),
     "attribution_diversity": ("attribution diversity (Eq. 7)", "design-diversity"),
     "cka": ("mean pairwise CKA", "design-diversity"),
+    "sat": ("SAT similarity (Eq. 1)", "attack-similarity"),
 }
 #: measures where a higher value means *less* diverse members
-SIMILARITY_MEASURES = ("q_statistic", "correlation", "double_fault", "kappa", "cka")
+SIMILARITY_MEASURES = ("q_statistic", "correlation", "double_fault", "kappa", "cka", "sat")
 OUTCOMES = ("gain_best_clean", "gain_mean_clean", "gain_best_corruption", "gain_mean_corruption",
             "gain_best_rendition", "gain_mean_rendition", "auroc_mi", "auroc_pds", "auroc_bma")
 CONTROL = "mean_member_acc"
@@ -360,8 +366,16 @@ def _pool_measures(pool: Pool, idx: list[tuple], y: Tensor, cfg: dict, timed: An
         feats = _features(pool, eval_sets(cfg)["clean"].subset(cfg["cka_images"], seed=cfg["seed"]))
         return _gather_mean(_pair_matrix(lambda a, b, _: float(mt.cka(a, b)), feats, None), idx)
 
+    def sat() -> np.ndarray:
+        if not (pool.recipes and all(r is not None for r in pool.recipes)):
+            return np.full(len(idx), np.nan)
+        acfg = asim.preset("fig02_similarity_vs_err", cfg["scale"], verbose=False)
+        scores = asim.chapter_sat(acfg, pool.recipes, names=[m.key for m in pool.members]).scores
+        return _gather_mean(scores.double(), idx)
+
     cols["attribution_diversity"] = timed("attribution_diversity", attribution)
     cols["cka"] = timed("cka", cka)
+    cols["sat"] = timed("sat", sat)
     return cols
 
 

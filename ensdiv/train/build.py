@@ -17,60 +17,29 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from ensdiv.data.registry import TensorSet, dataset_names, get_dataset, registered_fingerprint
+from ensdiv.data.registry import TensorSet, get_dataset
 from ensdiv.errors import EnsdivError, InvalidInputError
-from ensdiv.models.registry import create_model, is_registered, model_info
+from ensdiv.models.registry import create_model
 from ensdiv.models.stack import BackboneWithHeads, HeadStack
 from ensdiv.progress import line
 from ensdiv.store import Store, config_key, default_store
 from ensdiv.train.engine import derive_seed
 from ensdiv.train.frameworks import build_joint, distillation_loss, joint_loss, pretrain_and_probe, train_heads
+from ensdiv.train.keys import TRAIN_VERSION, model_cache_config
 from ensdiv.train.loop import ON_DIVERGE, cpu_state, fit
 from ensdiv.train.recipes import Distill, Heads, Joint, Pretrain, Recipe
+from ensdiv.train.stream import is_stream_recipe, train_stream_heads
 
 __all__ = ["train_recipe", "build_model", "load_training_set", "model_cache_config", "TRAIN_VERSION"]
-
-TRAIN_VERSION = 2
 
 # Architectures trained in the channels-last memory format: those that benchmarks/bench_train.py
 # (results/train.json, engine_channels_last_ratio) measured at least 1.3x faster on the 2-core CPU. The
 # base ResNet (0.88-1.19x across runs), ConvNeXt (1.0x) and the small CNN (1.2x) stay in the default
-# format; transformers and MLPs have no 4-d activations to reorder. Results differ from the default
-# format only by floating-point rounding, so the choice is not part of a model's cache key.
+# format; transformers and MLPs have no 4-d activations to reorder. The Packed-Ensembles chapter's models
+# measured 1.12-1.29x (``bench_train.py --packed``, results/train.json) and stay too. Results differ from
+# the default format only by floating-point rounding, so the choice is not part of a model's cache key.
 CHANNELS_LAST_ARCHS = frozenset({"squeezenet", "resnext", "densenet", "mobilenetv3", "efficientnet", "mnasnet",
                                  "convmixer"})
-
-
-def _datasets_of(node: Any, found: set[str]) -> set[str]:
-    """Every ``dataset`` named in a recipe key (its own, a pre-training source's, a teacher's, a backbone's)."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == "dataset" and isinstance(v, str) and v:
-                found.add(v)
-            else:
-                _datasets_of(v, found)
-    elif isinstance(node, list | tuple):
-        for v in node:
-            _datasets_of(v, found)
-    return found
-
-
-def model_cache_config(recipe: Recipe) -> dict[str, Any]:
-    """The store config of the trained model of ``recipe`` (also keys its predictions).
-
-    Holds the engine version, the recipe's key, the content fingerprint of every registered training
-    set it reads (:func:`ensdiv.data.registry.registered_fingerprint`: other data, other model) and,
-    when not 1, the registered model's code version.
-    """
-    key = recipe.key()
-    names = set(dataset_names())
-    data = {n: registered_fingerprint(n) for n in sorted(_datasets_of(key, set())) if n in names}
-    cfg: dict[str, Any] = {"version": TRAIN_VERSION, "recipe": key, "data": data}
-    if is_registered(recipe.model.name):
-        version = model_info(recipe.model.name).version
-        if version != 1:
-            cfg["model_version"] = version
-    return cfg
 
 
 def load_training_set(recipe: Recipe) -> TensorSet:
@@ -159,6 +128,9 @@ def train_recipe(
     if on_diverge not in ON_DIVERGE:
         raise InvalidInputError(f"on_diverge must be 'raise' or 'stop', got {on_diverge!r}.")
     store = store or default_store()
+    if is_stream_recipe(recipe):  # heads on an image-folder set too large for memory (ImageNet)
+        return train_stream_heads(recipe, store=store, progress=progress, accelerator=accelerator,
+                                  precision=precision)
     cfg = model_cache_config(recipe)
     payload = None if retrain else store.load("model", cfg)
     if payload is not None:

@@ -42,6 +42,7 @@ __all__ = [
     "InputLossStack",
     "build_joint",
     "train_heads",
+    "fit_heads",
     "head_features",
     "ood_features",
     "make_heads",
@@ -358,18 +359,35 @@ def train_heads(
     method = recipe.method
     assert isinstance(method, Heads)
     feats, labels = head_features(recipe, backbone, data, store=store, backbone_key=backbone_key)
-    paired = method.loss in losses.UNLABELED_LOSSES
-    if paired:
+    ood = None
+    if method.loss in losses.UNLABELED_LOSSES:
         if not method.ood_set:
             raise EnsdivError(f"The loss {method.loss!r} needs an unlabeled OOD set: Heads(ood_set='...').")
         ood = ood_features(recipe, backbone, store=store, backbone_key=backbone_key)
+    return fit_heads(recipe, backbone, feats, labels, ood=ood, name=data.name, classes=data.classes,
+                     progress=progress, accelerator=accelerator, precision=precision)
+
+
+def fit_heads(recipe: Recipe, backbone: nn.Module, feats: torch.Tensor, labels: torch.Tensor, *,
+              ood: torch.Tensor | None, name: str, classes: list[str], progress: bool = True,
+              accelerator: str = "auto", precision: str | None = None) -> HeadStack:
+    """The training step of :func:`train_heads` once the cut features are at hand (in-memory or streamed sets):
+    ``feats (N, D)`` with ``labels (N,)`` and, for a loss of :data:`ensdiv.losses.UNLABELED_LOSSES`, the OOD
+    features ``ood (N_ood, D)``, each labelled sample paired with one of them (a fixed pairing drawn with the
+    data-order seed)."""
+    method = recipe.method
+    assert isinstance(method, Heads)
+    paired = method.loss in losses.UNLABELED_LOSSES
+    if paired:
+        if ood is None:
+            raise EnsdivError(f"The loss {method.loss!r} needs the features of an unlabeled OOD set (Heads.ood_set).")
         g = torch.Generator().manual_seed(derive_seed(recipe.seeds.order, 5))
         reps = -(-len(feats) // len(ood))
         pick = torch.cat([torch.randperm(len(ood), generator=g) for _ in range(reps)])[: len(feats)]
         feats = torch.cat([feats, ood[pick]], dim=1)
     stack = HeadStack(make_heads(method, backbone), loss_fn=joint_loss(method, recipe.optim), subset=method.subset,
-                      paired_ood=paired, cut=method.cut)
-    feature_set = TensorSet(feats[:, :, None, None], labels, f"{data.name}:features", data.classes)
+                      paired_ood=paired, cut=method.cut).requires_grad_(True)  # copies of a frozen backbone's layers
+    feature_set = TensorSet(feats[:, :, None, None], labels, f"{name}:features", classes)
     fit(stack, feature_set, recipe.optim, seed=recipe.seeds.order, accelerator=accelerator, precision=precision,
         progress=progress, desc=f"{recipe.label} heads")
     return stack

@@ -20,8 +20,8 @@ from ensdiv.data.paper.common import (
 )  # fmt: skip
 from ensdiv.errors import EnsdivError, unknown_name
 
-__all__ = ["imagenet_wnids", "imagenet_val", "imagenet_v2", "imagenet_c", "imagenet_cbar", "imagenet_r",
-           "imagenet_a", "imagenet_o"]  # fmt: skip
+__all__ = ["imagenet_wnids", "imagenet_train", "imagenet_val", "imagenet_v2", "imagenet_c", "imagenet_cbar",
+           "imagenet_r", "imagenet_a", "imagenet_o"]  # fmt: skip
 
 
 def imagenet_wnids(imagenet_root: str | Path | None = None) -> list[str]:
@@ -106,6 +106,21 @@ def imagenet_val(
         valid=wnids,
         index=index,
     )
+
+
+def imagenet_train(
+    root: str | Path, *, transform: Callable | None = None, data_config: Mapping[str, Any] | None = None
+) -> ImageFileDataset:
+    """ImageNet-1k training split in class folders (``train/<wnid>/*.JPEG``, or ``<wnid>/`` in ``root`` itself);
+    labels in the 1000-class order."""
+    root = Path(root)
+    folder = _first_dir(root, ["train", ""], lambda f: bool(_wnid_dirs(f)))
+    expected = "train/<wnid>/*.JPEG class folders such as train/n01440764/"
+    if folder is None:
+        raise _missing("ImageNet train", root, expected, "imagenet")
+    wnids = _timm_list("imagenet_synsets.txt")
+    return _wnid_folder_set(folder, "ImageNet train", "imagenet", expected, transform or eval_transform(data_config),
+                            valid=wnids, index={w: i for i, w in enumerate(wnids)})
 
 
 def imagenet_v2(

@@ -1,0 +1,125 @@
+"""Paper-scale sets read image by image from ``$ENSDIV_DATA`` (ImageNet train/val and its shift and OOD sets).
+
+ImageNet does not fit in memory, so these sets are not registry :class:`~ensdiv.data.registry.TensorSet`\\ s:
+a name opens a :class:`torch.utils.data.Dataset` of one of :mod:`ensdiv.data.paper.sets`'s loaders, with
+the evaluation transform of the model that will read it (its timm data config). Recipes and chapters
+name them like registry sets (``DataSpec.dataset``, ``Heads.ood_set``); :mod:`ensdiv.train.stream` computes
+their features batch by batch. Every folder lies below ``$ENSDIV_DATA`` (default ``data/`` in the project
+root), as the table says (ImageNet's ``train/`` and ``val/`` may also lie in ``$ENSDIV_DATA`` itself):
+
+======================================  ==============================================  =====================
+name                                    folder below ``$ENSDIV_DATA``                   labels
+======================================  ==============================================  =====================
+``imagenet/train``                      ``imagenet/train/<wnid>/*.JPEG``                1000-class indices
+``imagenet/val``                        ``imagenet/val/<wnid>/*.JPEG``                  1000-class indices
+``imagenet-c/<corruption>/<severity>``  ``imagenet-c/<corruption>/<severity>/<wnid>/``  1000-class indices
+``imagenet-r``, ``imagenet-a``          ``imagenet-r/<wnid>/``, ``imagenet-a/<wnid>/``  1000-class indices;
+                                                                                        ``class_mask``
+``imagenet-o``                          ``imagenet-o/<wnid>/``                          -1 (OOD)
+``imagenet-v2``                         ``imagenetv2-matched-frequency-format-val/``    1000-class indices
+``inaturalist``                         ``iNaturalist/images/*.jpg``                    -1 (OOD)
+``openimages-o``                        ``openimage_o/images/*.jpg``                    -1 (OOD)
+``textures``                            ``dtd/images/<class>/*.jpg``                    -1 (OOD)
+======================================  ==============================================  =====================
+
+A missing folder raises the loader's :class:`~ensdiv.errors.DataNotFoundError`, one sentence naming the
+folder searched, the layout expected and where to get the data. :func:`stream_fingerprint` is the
+content key of an opened set, independent of where the data lies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from torch.utils.data import Dataset
+
+from ensdiv.data.fashion import data_home
+from ensdiv.data.paper import sets
+from ensdiv.data.paper.imagenet import imagenet_train
+from ensdiv.errors import InvalidInputError, unknown_name
+
+__all__ = ["STREAM_SETS", "is_stream_set", "open_stream_set", "stream_fingerprint", "transform_config"]
+
+#: family -> (its folder below $ENSDIV_DATA, loader(root, data_config, *name parts))
+STREAM_SETS: dict[str, tuple[str, Any]] = {
+    "imagenet/train": ("imagenet", lambda root, dc: imagenet_train(root, data_config=dc)),
+    "imagenet/val": ("imagenet", lambda root, dc: sets.imagenet_val(root, data_config=dc)),
+    "imagenet-c": ("imagenet-c", lambda root, dc, corruption, severity: sets.imagenet_c(
+        root, corruption, int(severity), data_config=dc)),
+    "imagenet-r": ("imagenet-r", lambda root, dc: sets.imagenet_r(root, data_config=dc)),
+    "imagenet-a": ("imagenet-a", lambda root, dc: sets.imagenet_a(root, data_config=dc)),
+    "imagenet-o": ("imagenet-o", lambda root, dc: sets.imagenet_o(root, data_config=dc)),
+    "imagenet-v2": ("imagenetv2-matched-frequency-format-val", lambda root, dc: sets.imagenet_v2(root, data_config=dc)),
+    "inaturalist": ("iNaturalist", lambda root, dc: sets.inaturalist_ood(root, data_config=dc)),
+    "openimages-o": ("openimage_o", lambda root, dc: sets.openimages_o(root, data_config=dc)),
+    "textures": ("dtd", lambda root, dc: sets.textures(root, data_config=dc)),
+}
+_TRANSFORM_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
+_OPENED: dict[str, Dataset] = {}
+
+
+def _split(name: str) -> tuple[str, list[str]] | None:
+    """(family, extra parts) of a stream set name, or None when ``name`` is not one."""
+    if name in STREAM_SETS:
+        return name, []
+    family, _, rest = name.partition("/")
+    if family == "imagenet-c" and len(rest.split("/")) == 2 and rest.split("/")[1].isdigit():
+        return family, rest.split("/")
+    return None
+
+
+def is_stream_set(name: str) -> bool:
+    """Whether ``name`` is a paper-scale set read from folders (see the module table)."""
+    return isinstance(name, str) and _split(name) is not None
+
+
+def transform_config(data_config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The fields of a timm data config that decide the evaluation transform, JSON-safe (tuples as lists)."""
+    return {k: list(v) if isinstance(v, tuple | list) else v
+            for k, v in sorted((data_config or {}).items()) if k in _TRANSFORM_KEYS}
+
+
+def open_stream_set(name: str, *, data_config: Mapping[str, Any] | None = None) -> Dataset:
+    """The set ``name`` from ``$ENSDIV_DATA``, transformed by :func:`ensdiv.data.paper.eval_transform` of
+    ``data_config`` (a timm data config; ``None``: 224 px, ImageNet mean/std). Opened once per process,
+    ``$ENSDIV_DATA`` and transform (listing ImageNet train's 1.28 M files takes a while).
+
+    Raises:
+        UnknownNameError: not a stream set name (the message lists them).
+        DataNotFoundError: the folder is missing or mis-laid-out (one sentence from the loader).
+    """
+    parsed = _split(name)
+    if parsed is None:
+        raise unknown_name("paper-scale stream set", name, [*STREAM_SETS, "imagenet-c/<corruption>/<severity>"])
+    family, parts = parsed
+    home = Path(data_home())
+    sub, loader = STREAM_SETS[family]
+    # only ImageNet train/val may lie in $ENSDIV_DATA itself: the OOD loaders would take any image below it
+    root = home if sub == "imagenet" and not (home / sub).is_dir() else home / sub
+    memo = json.dumps([name, str(root), transform_config(data_config)])
+    if memo not in _OPENED:
+        _OPENED[memo] = loader(root, dict(data_config) if data_config else None, *parts)
+    return _OPENED[memo]
+
+
+def stream_fingerprint(name: str, dataset: Dataset, data_config: Mapping[str, Any] | None = None) -> str:
+    """Content key of an opened stream set, the same wherever its folder lies: SHA-256 of the set name, the
+    number of files, every file's path relative to the set's folder with its label, and the transform.
+
+    Raises:
+        InvalidInputError: ``dataset`` does not list its files (not an image-folder set).
+    """
+    files, targets = getattr(dataset, "files", None), getattr(dataset, "targets", None)
+    if files is None or targets is None:
+        raise InvalidInputError(f"The set {name!r} lists no image files, so it cannot be fingerprinted.")
+    paths = [str(f) for f in files]
+    cut = len(os.path.commonpath([os.path.dirname(p) for p in paths])) + 1 if paths else 0  # the set's folder
+    h = hashlib.sha256(json.dumps([name, len(paths), transform_config(data_config)]).encode())
+    for p, t in zip(paths, targets, strict=True):
+        h.update(f"{p[cut:]}\t{int(t)}\n".encode())
+    return h.hexdigest()
