@@ -116,7 +116,7 @@ _SCALES = {
               "cka_images": 1000, "packed_methods": ["packed", "batchensemble", "mimo", "masksembles",
                                                      "deep_ensemble"], "sed_methods": list(sed.METHODS),
               "sets": {"clean": "imagenet/val", "corruption": "imagenet-c/gaussian_noise/3",
-                       "rendition": "imagenet-r", "ood": "inaturalist-ood"}},
+                       "rendition": "imagenet-r", "ood": "inaturalist"}},
 }
 _RANGES = {"ci": ed.config.between(0.5, 0.999), "n_boot": ed.config.at_least(10), "per_run": ed.config.at_least(1),
            "zoo_triples": ed.config.at_least(0), "dd_triples": ed.config.at_least(0),

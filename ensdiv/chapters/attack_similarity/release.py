@@ -359,6 +359,13 @@ def spectral_clusters(
     Shape:
         (N,) int in 1..n_clusters.
     """
+    return min(_seeded_fits(similarity, n_clusters, n_init, seed, n_seeds, reading), key=lambda f: f[0])[1]
+
+
+def _seeded_fits(similarity: Any, n_clusters: int, n_init: int, seed: int, n_seeds: int,
+                 reading: dict[str, Any]) -> list[tuple[float, np.ndarray]]:
+    """(inertia, labels 1..K by first member) of K-means with each seed ``seed, …, seed + n_seeds − 1``, in
+    that order (:func:`spectral_clusters` keeps the first of lowest inertia)."""
     from sklearn.cluster import KMeans
 
     n = np.asarray(similarity).shape[0]
@@ -367,10 +374,12 @@ def spectral_clusters(
     if n_init < 1 or n_seeds < 1:
         raise EnsdivError(f"n_init and n_seeds must be at least 1, got {n_init} and {n_seeds}.")
     feats = spectral_features(similarity, n_components=n_clusters, **reading)
-    fits = [KMeans(n_clusters, n_init=n_init, random_state=seed + k).fit(feats) for k in range(n_seeds)]
-    raw = min(fits, key=lambda f: f.inertia_).labels_
-    first = {lab: k + 1 for k, lab in enumerate(dict.fromkeys(raw.tolist()))}
-    return np.array([first[r] for r in raw])
+    out = []
+    for k in range(n_seeds):
+        fit = KMeans(n_clusters, n_init=n_init, random_state=seed + k).fit(feats)
+        first = {lab: i + 1 for i, lab in enumerate(dict.fromkeys(fit.labels_.tolist()))}
+        out.append((float(fit.inertia_), np.array([first[r] for r in fit.labels_])))
+    return out
 
 
 def spectral_readings(
@@ -405,10 +414,10 @@ def spectral_readings(
     rows = []
     for values in itertools.product(*options.values()):
         reading = dict(zip(options, values, strict=True))
-        singles = [spectral_clusters(similarity, n_clusters=n_clusters, n_init=n_init, seed=seed + k, **reading)
-                   for k in range(n_seeds)]  # fmt: skip
-        best = spectral_clusters(similarity, n_clusters=n_clusters, n_init=n_init, seed=seed, n_seeds=n_seeds,
-                                 **reading)  # fmt: skip
+        # each seed's solution, and the best over the seeds as spectral_clusters(n_seeds=...) picks it
+        fits = _seeded_fits(similarity, n_clusters, n_init, seed, n_seeds, reading)
+        singles = [labels for _, labels in fits]
+        best = min(fits, key=lambda f: f[0])[1]
         aris = [adjusted_rand_score(reference[mask], lab[mask]) for lab in singles]
         rows.append({**reading, "ARI best": adjusted_rand_score(reference[mask], best[mask]),
                      "ARI lowest seed": min(aris), "ARI highest seed": max(aris),
