@@ -89,9 +89,10 @@ def main() -> None:
     args = parser.parse_args()
     out = ROOT / "benchmarks" / "results" / "book.json"
     if args.warm:
-        cache = Path(os.environ.get("ENSDIV_CACHE") or ROOT / ".cache" / "ensdiv")
-        build_dir = Path(os.environ.get("ENSDIV_BUILD") or ROOT / "_build")
-        warm = build(args.warm, cache, build_dir)
+        from ensdiv.paths import build_dir
+        from ensdiv.store import default_store
+
+        warm = build(args.warm, Path(default_store().root), build_dir())
         payload = json.loads(out.read_text()) if out.exists() else {}
         row = payload.setdefault("scales", {}).setdefault(args.warm, {})
         row.update(warm_s=warm["seconds"], warm=warm)

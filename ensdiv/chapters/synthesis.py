@@ -360,14 +360,16 @@ def _pool_measures(pool: Pool, idx: list[tuple], y: Tensor, cfg: dict, timed: An
             return np.full(len(idx), np.nan)
         return mt.ensemble_attribution_diversity(gram, torch.tensor(idx), gram=True).numpy()
 
+    own_models = bool(pool.recipes) and all(r is not None for r in pool.recipes)  # CKA and SAT need them
+
     def cka() -> np.ndarray:
-        if not (pool.recipes and all(r is not None for r in pool.recipes)):
+        if not own_models:
             return np.full(len(idx), np.nan)
         feats = _features(pool, eval_sets(cfg)["clean"].subset(cfg["cka_images"], seed=cfg["seed"]))
         return _gather_mean(_pair_matrix(lambda a, b, _: float(mt.cka(a, b)), feats, None), idx)
 
     def sat() -> np.ndarray:
-        if not (pool.recipes and all(r is not None for r in pool.recipes)):
+        if not own_models:
             return np.full(len(idx), np.nan)
         acfg = asim.preset("fig02_similarity_vs_err", cfg["scale"], verbose=False)
         scores = asim.chapter_sat(acfg, pool.recipes, names=[m.key for m in pool.members]).scores

@@ -19,7 +19,7 @@ import torch
 from ensdiv.errors import EnsdivError, unknown_name
 
 __all__ = ["TensorSet", "register_family", "get_dataset", "list_datasets", "dataset_names",
-           "array_fingerprint", "tensor_fingerprint", "registered_fingerprint"]
+           "array_fingerprint", "tensor_fingerprint", "registered_fingerprint", "subset_indices"]
 
 
 def array_fingerprint(*arrays: np.ndarray | torch.Tensor) -> str:
@@ -79,13 +79,22 @@ class TensorSet:
         return len(self.classes)
 
     def subset(self, n: int | None, *, seed: int = 0) -> TensorSet:
-        """A seeded random subset of ``n`` samples (all of them when ``n`` is falsy or too large)."""
+        """A seeded random subset of ``n`` samples (all of them when ``n`` is falsy or too large), drawn by
+        :func:`subset_indices`."""
         if not n or n >= len(self):
             return self
-        g = torch.Generator().manual_seed(seed)
-        idx = torch.randperm(len(self), generator=g)[:n].sort().values
+        idx = subset_indices(len(self), n, seed=seed)
         fp = f"{self.fingerprint}[{n}@{seed}]" if self.fingerprint else ""
         return TensorSet(self.x[idx], self.y[idx], f"{self.name}[{n}@{seed}]", self.classes, self.description, fp)
+
+
+def subset_indices(size: int, n: int | None, *, seed: int = 0) -> torch.Tensor:
+    """The sorted indices of a seeded random subset of ``n`` of ``size`` samples (all when ``n`` is falsy or at
+    least ``size``): the draw of :meth:`TensorSet.subset`, shared by sets read from folders."""
+    if not n or n >= size:
+        return torch.arange(size)
+    g = torch.Generator().manual_seed(seed)
+    return torch.randperm(size, generator=g)[:n].sort().values
 
 
 @dataclass

@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader, Subset
 from ensdiv import losses
 from ensdiv.data.paper.imagenet import imagenet_wnids
 from ensdiv.data.paper.stream import is_stream_set, open_stream_set, stream_fingerprint, transform_config
+from ensdiv.data.registry import subset_indices
 from ensdiv.errors import InvalidInputError
 from ensdiv.models.registry import create_model
 from ensdiv.models.stack import BackboneWithHeads, HeadStack, cut_features
@@ -100,14 +101,6 @@ def _opened(name: str, backbone: nn.Module) -> tuple[Any, dict[str, Any], str]:
     return dataset, dc, _FINGERPRINTS[memo]
 
 
-def _subset_indices(n: int, subset: int, seed: int) -> list[int]:
-    """The draw of :meth:`ensdiv.data.registry.TensorSet.subset`: ``subset`` sorted indices (all when 0)."""
-    if not subset or subset >= n:
-        return list(range(n))
-    g = torch.Generator().manual_seed(seed)
-    return torch.randperm(n, generator=g)[:subset].sort().values.tolist()
-
-
 @torch.no_grad()
 def _features_of(backbone: nn.Module, dataset: Any, cut: str, *, batch_size: int, num_workers: int | None,
                  device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,7 +141,7 @@ def stream_features(backbone: nn.Module, backbone_key: dict[str, Any], name: str
     """
     store = store or default_store()
     dataset, dc, fingerprint = _opened(name, backbone)
-    idx = _subset_indices(len(dataset), subset, subset_seed)
+    idx = subset_indices(len(dataset), subset, seed=subset_seed).tolist()
     key = {"version": 1, "backbone": backbone_key, "set": name, "fingerprint": fingerprint,
            "transform": transform_config(dc), "cut": cut, "n": len(idx), "subset": subset,
            "subset_seed": subset_seed}
