@@ -15,7 +15,8 @@ from the cold cache's model records) is set against the raw one-thread training 
 ``--warm SCALE`` times one ``ensdiv book`` with the current cache and build folder (``$ENSDIV_CACHE``,
 ``$ENSDIV_BUILD`` or the project's defaults) and stores it as that scale's warm build: run it right after a
 build that finished, with nothing changed, to measure what a second ``make book`` costs without paying for
-a cold build first.
+a cold build first. ``--record KEY`` stores that one build under another key of the scale instead, e.g. a
+build after a change to the zoo's recipes (``--record rebuild_after_zoo_recipe_change --note ...``).
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ def main() -> None:
                         help="only add the zoo's achieved throughput from this cache to book.json")
     parser.add_argument("--warm", default=None, metavar="SCALE",
                         help="only time one build with the current cache and build folder, as SCALE's warm build")
+    parser.add_argument("--record", default="warm", metavar="KEY",
+                        help="with --warm: store that build under this key of SCALE instead of 'warm' (e.g. "
+                             "rebuild_after_zoo_recipe_change, a build after a change that retrains part of the zoo)")
+    parser.add_argument("--note", default="", help="with --warm: a note stored with the build")
     args = parser.parse_args()
     out = ROOT / "benchmarks" / "results" / "book.json"
     if args.warm:
@@ -95,9 +100,14 @@ def main() -> None:
         warm = build(args.warm, Path(default_store().root), build_dir())
         payload = json.loads(out.read_text()) if out.exists() else {}
         row = payload.setdefault("scales", {}).setdefault(args.warm, {})
-        row.update(warm_s=warm["seconds"], warm=warm)
+        if args.note:
+            warm["note"] = args.note
+        if args.record == "warm":
+            row.update(warm_s=warm["seconds"], warm=warm)
+        else:
+            row[args.record] = warm
         out.write_text(json.dumps(payload, indent=2))
-        print(f"{args.warm}: warm {warm['seconds']:.1f} s (exit {warm['exit_code']})")
+        print(f"{args.warm}: {args.record} {warm['seconds']:.1f} s (exit {warm['exit_code']})")
         return
     if args.zoo_throughput:
         payload = json.loads(out.read_text()) if out.exists() else {}

@@ -135,6 +135,25 @@ def test_zoo_covers_the_papers_categories():
     assert cpu["reinit/resnet-s1"].replace(seed=0, name="arch/resnet") == cpu["arch/resnet"]
 
 
+def test_zoo_entries_train_distinct_models_and_hparams_bracket_the_base():
+    """A change of the base recipe must not turn an hparam/ variant into the base model itself (one cached
+    model under two names); the only intended alias is design-diversity's Squeezenet = the zoo's SqueezeNet."""
+    from ensdiv.store import config_key
+    from ensdiv.train import model_cache_config
+
+    cpu = ZOO["cpu"]
+    by_key: dict[str, list[str]] = {}
+    for name, r in cpu.items():
+        by_key.setdefault(config_key(model_cache_config(r)), []).append(name)
+    shared = sorted(sorted(v) for v in by_key.values() if len(v) > 1)
+    assert shared == [["arch/squeezenet", "dd/Squeezenet"]]
+    base = cpu["arch/resnet"].optim
+    assert (base.lr, base.weight_decay) == (0.1, 2e-3)  # bench_zoo_recipes.py row 30k-4-lr2-wd4
+    lrs = [cpu[f"hparam/resnet-{k}"].optim.lr for k in ("lr0.01", "lr0.2")]
+    wds = [cpu[f"hparam/resnet-{k}"].optim.weight_decay for k in ("wd0", "wd5e-3")]
+    assert lrs[0] < base.lr < lrs[1] and wds[0] < base.weight_decay < wds[1]
+
+
 def test_zoo_filters_and_estimate():
     assert set(zoo_recipes("cpu", "reinit")) == {"reinit/resnet-s1", "reinit/resnet-s2", "reinit/resnet-s3"}
     assert list(zoo_recipes("cpu", ["arch/vit"])) == ["arch/vit"]
