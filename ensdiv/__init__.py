@@ -13,7 +13,20 @@ The book's chapters (pipelines and presets) live in :mod:`ensdiv.chapters`, whic
 imports.
 """
 
-from ensdiv import analysis, attacks, data, ensembles, losses, metrics, models, report, store, train, transfer
+from ensdiv import (  # reads: under ensdiv run/book, records the data folders a page reads
+    analysis,
+    attacks,
+    data,
+    ensembles,
+    losses,
+    metrics,
+    models,
+    reads,
+    report,
+    store,
+    train,
+    transfer,
+)
 from ensdiv.analysis import trend_line
 from ensdiv.attacks import apgd, mi_fgsm, pgd, run_attack
 from ensdiv.config import SCALES, Config
@@ -124,6 +137,7 @@ __all__ = [
     "predict_many",
     "project_root",
     "register_model",
+    "reads",
     "report",
     "results_dir",
     "run_attack",

@@ -18,8 +18,25 @@ here::
 every field against its range, and prints the resolved configuration.
 
 **Types and ranges.** A field's type is the type of its preset value (an ``int`` field takes ints, a
-``float`` field ints or floats, a ``bool`` field only ``True``/``False``; a field whose preset value is
-``None`` takes anything). Its range is, in order: the preset's own ``"ranges"`` block, one line per
+``float`` field ints or floats, a ``bool`` field only ``True``/``False``, a list field lists whose
+elements have the type of the preset list's elements, a mapping field mappings with string keys whose
+values have the type of the preset mapping's values), unless the preset's ``"types"`` block declares it.
+A field whose preset value says nothing of its type (``None``, an empty list or mapping) *must* be
+declared there, and its value is then ``None`` or of that type; a preset that leaves one undeclared is a
+``TypeError`` when it is resolved, so ``tests/test_parameters.py`` finds it at every scale. Types are
+written ``bool``, ``int``, ``float``, ``str``, ``list[T]``, ``dict[str, T]`` and :data:`typing.Any`
+(any plain data)::
+
+    "demo/fig01": {
+        "common": {"data_root": None, "widths": None, "committee": []}, "smoke": {...}, ...,
+        "types": {"data_root": str, "widths": list[int], "committee": list[str]},
+    }
+
+Every value is also *plain data* (:func:`plain_data_problem`): ``None``, ``bool``, ``int``, finite
+``float``, ``str``, and lists and string-keyed mappings of them, at most :data:`MAX_DEPTH` levels deep
+and :data:`MAX_ELEMENTS` elements in all, so that ``repr`` writes it as a Python literal.
+
+A field's range is, in order: the preset's own ``"ranges"`` block, one line per
 field, or else the default of :data:`DEFAULT_RANGES` for its name (``*_subset >= 0``, ``epochs >= 1``,
 ``num_members >= 1``, ``seed >= 0``, ...)::
 
@@ -36,6 +53,8 @@ wrong type, is an :class:`~ensdiv.errors.InvalidInputError` whose one sentence n
 from __future__ import annotations
 
 import fnmatch
+import math
+import typing
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +62,8 @@ from typing import Any
 from ensdiv.errors import InvalidInputError, unknown_name
 
 __all__ = ["SCALES", "Config", "resolve_preset", "check_scale", "Range", "at_least", "between", "one_of",
-           "DEFAULT_RANGES", "check_field"]
+           "DEFAULT_RANGES", "check_field", "MAX_DEPTH", "MAX_ELEMENTS", "plain_data_problem", "type_of",
+           "field_type"]
 
 SCALES = ("smoke", "cpu", "paper")
 
@@ -68,18 +88,160 @@ def check_scale(scale: str) -> str:
     return scale
 
 
-def _type_ok(default: Any, value: Any) -> bool:
-    if default is None or value is None:
+#: The most a value may hold: containers nested in one another, and elements in all (every scalar, list
+#: and mapping counts one).
+MAX_DEPTH = 8
+MAX_ELEMENTS = 1000
+
+_SCALAR_TYPES = (type(None), bool, int, float, str)
+
+
+def plain_data_problem(value: Any, *, max_depth: int = MAX_DEPTH, max_elements: int = MAX_ELEMENTS) -> str | None:
+    """Why ``value`` is not plain data, or ``None`` when it is.
+
+    Plain data is ``None``, ``bool``, ``int``, a finite ``float``, ``str`` (those exact types, not
+    subclasses, whose ``repr`` could be anything), and lists, tuples and mappings with ``str`` keys of
+    plain data, at most ``max_depth`` containers deep and ``max_elements`` elements in all. Its ``repr``
+    is a Python literal. The walk is iterative, so no value is too deep for it.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    count = 0
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > max_elements:
+            return f"holds more than {max_elements:,} elements"
+        kind = type(item)
+        if kind is float and not math.isfinite(item):
+            return f"holds the non-finite number {item!r}"
+        if kind in _SCALAR_TYPES:
+            continue
+        if kind not in (list, tuple, dict):
+            return f"holds a {kind.__name__}, which is not plain data"
+        if depth + 1 > max_depth:
+            return f"is nested deeper than {max_depth} levels"
+        if kind is dict:
+            keys = [k for k in item if type(k) is not str]
+            if keys:
+                return f"has the mapping key {_short(keys[0])}, which is not a string"
+            stack.extend((v, depth + 1) for v in item.values())
+        else:
+            stack.extend((v, depth + 1) for v in item)
+    return None
+
+
+def _unify(types: list[Any]) -> Any:
+    """One type for values of ``types`` (``None`` = unknown): equal types stay, ints with floats are
+    floats, lists and mappings unify their elements, and anything else is :data:`typing.Any`."""
+    known = [t for t in types if t is not None]
+    if len(known) < len(types) and known:
+        return Any  # some elements are None
+    if not known:
+        return None
+    first = known[0]
+    if all(t == first for t in known):
+        return first
+    if set(known) <= {int, float}:
+        return float
+    origins = {typing.get_origin(t) for t in known}
+    if origins == {list}:
+        return list[_unify([typing.get_args(t)[0] for t in known])]
+    if origins == {dict}:
+        return dict[str, _unify([typing.get_args(t)[1] for t in known])]
+    return Any
+
+
+def type_of(value: Any) -> Any:
+    """The type a preset value stands for (``None`` where it says nothing: ``None``, ``[]``, ``{}``)."""
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        return list[_unify([type_of(v) for v in value])]
+    if isinstance(value, dict):
+        return dict[str, _unify([type_of(v) for v in value.values()])]
+    return type(value)
+
+
+def field_type(key: str, value: Any, types: dict[str, Any] | None = None) -> Any:
+    """The type of field ``key`` whose preset value is ``value``: the ``"types"`` block's, else its value's."""
+    return (types or {}).get(key, type_of(value))
+
+
+def _complete(t: Any) -> bool:
+    """Whether type ``t`` says what every part of a value must be."""
+    if t is None:
+        return False
+    args = typing.get_args(t)
+    return all(_complete(a) for a in args)
+
+
+def _check_type(t: Any, name: str, key: str) -> None:
+    ok = t is Any or t in (bool, int, float, str) or (
+        typing.get_origin(t) is list and len(typing.get_args(t)) == 1) or (
+        typing.get_origin(t) is dict and typing.get_args(t)[:1] == (str,) and len(typing.get_args(t)) == 2)
+    if not ok:
+        raise TypeError(f"The type of {key!r} in preset {name!r} must be bool, int, float, str, list[T], "
+                        f"dict[str, T] or typing.Any, got {t!r}.")
+    for arg in typing.get_args(t)[-1:]:
+        _check_type(arg, name, key)
+
+
+def _matches(value: Any, t: Any) -> bool:
+    """Whether ``value`` (plain data, so at most :data:`MAX_DEPTH` deep) has type ``t``."""
+    if t is Any:
         return True
-    if isinstance(default, bool):
+    if t is bool:
         return isinstance(value, bool)
-    if isinstance(default, float):
+    if t is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
-    if isinstance(default, int):
+    if t is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(default, list | tuple):
-        return isinstance(value, list | tuple)
-    return isinstance(value, type(default))
+    if t is str:
+        return isinstance(value, str)
+    if typing.get_origin(t) is list:
+        return isinstance(value, list | tuple) and all(_matches(v, typing.get_args(t)[0]) for v in value)
+    if typing.get_origin(t) is dict:
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and _matches(v, typing.get_args(t)[1]) for k, v in value.items())
+    return False
+
+
+def _describe(t: Any, plural: bool = False) -> str:
+    names = {bool: ("a boolean (true or false)", "booleans"), float: ("a number", "numbers"),
+             int: ("an integer", "integers"), str: ("a string", "strings"), Any: ("plain data", "plain data")}
+    if t in names:
+        return names[t][plural]
+    args = typing.get_args(t)
+    if typing.get_origin(t) is list:
+        return ("lists" if plural else "a list") + f" of {_describe(args[0], True)}"
+    if typing.get_origin(t) is dict:
+        return ("mappings" if plural else "a mapping") + f" from strings to {_describe(args[1], True)}"
+    return f"a {getattr(t, '__name__', t)}"
+
+
+def _short(value: Any, width: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 4] + " ..."
+
+
+def _example(value: Any) -> str:
+    return "list[str]" if isinstance(value, list | tuple) else "dict[str, str]" if isinstance(value, dict) else "str"
+
+
+def _type_problem(value: Any, t: Any) -> str | None:
+    """Why ``value`` is not of type ``t`` (``None`` when it is), naming the first wrong element."""
+    if _matches(value, t):
+        return None
+    got = f"the {type(value).__name__} {_short(value)}"
+    origin = typing.get_origin(t)
+    if origin is list and isinstance(value, list | tuple):
+        bad = next(v for v in value if not _matches(v, typing.get_args(t)[0]))
+        return f"{got} (the element {_short(bad)})"
+    if origin is dict and isinstance(value, dict):
+        bad_key = next(k for k, v in value.items() if not isinstance(k, str) or not _matches(v, typing.get_args(t)[1]))
+        what = f"the key {bad_key!r}" if not isinstance(bad_key, str) else f"the value of {bad_key!r}"
+        return f"{got} ({what})"
+    return got
 
 
 @dataclass(frozen=True)
@@ -180,32 +342,24 @@ def _range_of(key: str, declared: dict[str, Any], name: str) -> Range | None:
     return next((r for pattern, r in DEFAULT_RANGES if fnmatch.fnmatchcase(key, pattern)), None)
 
 
-def _type_name(default: Any) -> str:
-    if isinstance(default, bool):
-        return "a boolean (true or false)"
-    if isinstance(default, float):
-        return "a number"
-    if isinstance(default, int):
-        return "an integer"
-    if isinstance(default, list | tuple):
-        return "a list"
-    if isinstance(default, str):
-        return "a string"
-    return f"a {type(default).__name__}"
-
-
-def check_field(name: str, key: str, value: Any, default: Any, cfg: Config, declared: dict[str, Any] | None = None
-                ) -> None:
-    """Check one field's ``value`` against the type of its preset value ``default`` and its range.
+def check_field(name: str, key: str, value: Any, default: Any, cfg: Config, declared: dict[str, Any] | None = None,
+                types: dict[str, Any] | None = None) -> None:
+    """Check one field's ``value``: plain data, of its type (``types[key]``, else that of its preset value
+    ``default``; ``None`` is always accepted) and in its range (``declared[key]``, else
+    :data:`DEFAULT_RANGES`).
 
     Raises:
         InvalidInputError: one sentence naming the parameter, what it must be and what it got.
     """
-    if not _type_ok(default, value):
-        raise InvalidInputError(
-            f"Parameter {key!r} of preset {name!r} must be {_type_name(default)} (like {default!r}), "
-            f"got the {type(value).__name__} {value!r}."
-        )
+    why = plain_data_problem(value)
+    if why:
+        raise InvalidInputError(f"Parameter {key!r} of preset {name!r} must be plain data (strings, numbers, "
+                                f"booleans, None, lists and string-keyed mappings of them); its value {why}.")
+    t = field_type(key, default, types)
+    got = None if value is None else _type_problem(value, t)
+    if got:
+        like = "" if default is None else f" (like {_short(default)})"
+        raise InvalidInputError(f"Parameter {key!r} of preset {name!r} must be {_describe(t)}{like}, got {got}.")
     rng = _range_of(key, declared or {}, name)
     if rng is None or value is None:
         return
@@ -224,7 +378,8 @@ def resolve_preset(
 
     Args:
         name: ``"<paper-slug>/<notebook-stem>"`` (for messages and the ``preset`` field).
-        spec: ``{"common": {...}, "smoke": {...}, "cpu": {...}, "paper": {...}}``.
+        spec: ``{"common": {...}, "smoke": {...}, "cpu": {...}, "paper": {...}}``, optionally with
+            ``"ranges"`` and ``"types"`` blocks (see the module's docstring).
         scale: ``"smoke"``, ``"cpu"`` or ``"paper"``.
         verbose: print the resolved configuration.
         **overrides: values that replace the preset's; ``None`` keeps the preset's value.
@@ -234,16 +389,29 @@ def resolve_preset(
 
     Raises:
         UnknownNameError: unknown preset, scale, or override key.
-        InvalidInputError: an override whose type differs from the preset's value, a field outside its
-            range (the preset's ``"ranges"`` block, else :data:`DEFAULT_RANGES`), or an override of
-            ``scale``/``preset``.
+        InvalidInputError: an override that is not plain data or whose type differs from the field's (the
+            preset's ``"types"`` block, else its value's), a field outside its range (the preset's
+            ``"ranges"`` block, else :data:`DEFAULT_RANGES`), or an override of ``scale``/``preset``.
+        TypeError: the preset itself is wrong: a field whose value says nothing of its type (``None``,
+            ``[]``, ``{}``) missing from its ``"types"`` block, or a ``"types"`` entry that is no field.
     """
     check_scale(scale)
     declared = dict(spec.get("ranges", {}))
+    types = dict(spec.get("types", {}))
+    fields = {k for block in ("common", *SCALES) for k in spec.get(block, {})}
+    for key, t in types.items():
+        if key not in fields:
+            raise TypeError(f"The \"types\" block of preset {name!r} declares {key!r}, which is no field of it.")
+        _check_type(t, name, key)
     cfg = Config(preset=name, scale=scale)
     cfg.update(spec.get("common", {}))
     cfg.update(spec.get(scale, {}))
     defaults = dict(cfg)
+    for key, value in defaults.items():
+        if key not in ("preset", "scale") and not _complete(field_type(key, value, types)):
+            raise TypeError(
+                f"Preset {name!r} gives {key!r} the value {value!r} at scale {scale!r}, which does not say its "
+                f"type; declare it in the preset's \"types\" block, e.g. \"types\": {{{key!r}: {_example(value)}}}.")
     for key, value in overrides.items():
         if value is None:
             continue
@@ -258,7 +426,7 @@ def resolve_preset(
         cfg[key] = value
     for key, value in cfg.items():
         if key not in ("preset", "scale"):
-            check_field(name, key, value, defaults[key], cfg, declared)
+            check_field(name, key, value, defaults[key], cfg, declared, types)
     if verbose:
         print(f"# preset {name} at scale {scale}\n{cfg!r}")
     return cfg

@@ -5,7 +5,14 @@ of any data, model, training or code-version field is a miss. A file holds a one
 SHA-256 of the payload, then the payload written by :func:`torch.save`. Writes go to a temporary file
 in the same folder followed by an atomic rename, so an interrupted write never leaves a file under the
 final name. Loads verify the checksum and use ``torch.load(..., weights_only=True)``; a truncated or
-corrupt file is reported, deleted and recomputed, never used.
+corrupt file, or one that is not an entry (its payload is not the ``{"config", "payload"}`` dict that
+:meth:`Store.save` writes), is reported (:class:`CorruptEntryWarning`), deleted and recomputed, never used.
+A load also checks that the configuration stored inside the entry is the one asked for (the key of
+its canonical form equals the file's key): an entry copied, renamed, hard- or sym-linked under another
+key's file name is reported (:class:`StaleEntryWarning`, one sentence naming the file), its name under
+this key is removed (for a link only the link: the other key's entry is left alone) and the value is
+recomputed and written there atomically. :meth:`Store.read_config` returns ``None`` for any file a load
+would not serve, and never raises on a file's content.
 
 Entry files get the permissions of any new file (``0o666`` less the umask, so a group-shared cache
 stays readable to the group), not ``mkstemp``'s private ``0o600``. :meth:`Store.check_writable` proves
@@ -32,7 +39,7 @@ import torch
 from ensdiv.errors import CacheError
 from ensdiv.paths import project_root
 
-__all__ = ["Store", "default_store", "config_key", "cached", "CorruptEntryWarning"]
+__all__ = ["Store", "default_store", "config_key", "cached", "CorruptEntryWarning", "StaleEntryWarning"]
 
 _MAGIC = b"ensdiv-store-v1 "
 _UMASK: int | None = None
@@ -64,7 +71,12 @@ _CHECKED: set[Path] = set()  # folders check_writable proved usable in this proc
 
 
 class CorruptEntryWarning(UserWarning):
-    """A cache entry failed its checksum and was discarded."""
+    """A cache entry failed its checksum or is not an entry, and was discarded."""
+
+
+class StaleEntryWarning(CorruptEntryWarning):
+    """A sound cache entry stored under another configuration's key (copied, renamed or linked there);
+    its name under the key asked for was removed and the value is recomputed."""
 
 
 def _canonical(obj: Any) -> Any:
@@ -177,29 +189,29 @@ class Store:
         return final
 
     def load(self, kind: str, config: Mapping[str, Any]) -> Any | None:
-        """Return the cached payload, or ``None`` on a miss or a corrupt entry (which is deleted)."""
-        final = self.path(kind, config_key(config))
+        """Return the cached payload, or ``None`` on a miss.
+
+        A corrupt entry, or one whose stored configuration is not ``config`` (an entry of another key
+        copied or linked under this key's name), is a miss with a warning, and its file name under this
+        key is removed (a symbolic or hard link goes, not the other key's entry it points to).
+        """
+        key = config_key(config)
+        final = self.path(kind, key)
         try:
             raw = final.read_bytes()  # no exists() first: an entry removed meanwhile is a plain miss
         except (FileNotFoundError, NotADirectoryError):
             return None
-        header_len = len(_MAGIC) + 64 + 1
-        ok = raw.startswith(_MAGIC) and len(raw) > header_len
-        if ok:
-            digest = raw[len(_MAGIC) : header_len - 1]
-            data = raw[header_len:]
-            ok = hashlib.sha256(data).hexdigest().encode() == digest
-        if ok:
-            try:
-                obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-                return obj["payload"]
-            except Exception:  # noqa: BLE001 - any unpickling failure means a bad entry
-                ok = False
-        warnings.warn(
-            f"Cache entry {final} is corrupt (checksum or format mismatch); it is discarded and recomputed.",
-            CorruptEntryWarning,
-            stacklevel=2,
-        )
+        obj = _decode(raw)
+        if obj is not None and _stored_key(obj) == key:
+            return obj["payload"]
+        if obj is None:
+            msg = f"Cache entry {final} is corrupt (checksum or format mismatch); it is discarded and recomputed."
+            category = CorruptEntryWarning
+        else:
+            msg = (f"Cache entry {final} holds the entry of another configuration (copied or linked under "
+                   "this key's name); it is removed from this name and recomputed.")
+            category = StaleEntryWarning
+        warnings.warn(msg, category, stacklevel=2)
         final.unlink(missing_ok=True)
         return None
 
@@ -217,15 +229,46 @@ class Store:
         return sorted((self.root / kind).glob("*/*.pt"))
 
     def read_config(self, path: Path) -> dict | None:
-        """The config stored with an entry file (``None`` if the file is corrupt)."""
-        raw = path.read_bytes()
-        header_len = len(_MAGIC) + 65
-        if not raw.startswith(_MAGIC):
+        """The config stored with the entry file ``path``.
+
+        ``None`` when the file is missing or unreadable, is not an entry (garbage, another format, a
+        pickle naming code), is truncated or corrupt, or holds another key's entry than its name says:
+        exactly the files :meth:`load` would not serve. It never raises on a file's content.
+        """
+        try:
+            raw = Path(path).read_bytes()
+        except OSError:
             return None
-        data = raw[header_len:]
-        if hashlib.sha256(data).hexdigest().encode() != raw[len(_MAGIC) : header_len - 1]:
+        obj = _decode(raw)
+        if obj is None or _stored_key(obj) != Path(path).stem:
             return None
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)["config"]
+        return obj["config"]
+
+
+def _decode(raw: bytes) -> dict | None:
+    """The ``{"config", "payload"}`` dict of an entry file's bytes, or ``None`` when they are not a sound
+    entry (no header, checksum mismatch, not loadable with ``weights_only=True``, another shape)."""
+    header_len = len(_MAGIC) + 64 + 1
+    if not raw.startswith(_MAGIC) or len(raw) <= header_len:
+        return None
+    data = raw[header_len:]
+    if hashlib.sha256(data).hexdigest().encode() != raw[len(_MAGIC) : header_len - 1]:
+        return None
+    try:
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - any unpickling failure means a bad entry
+        return None
+    if not isinstance(obj, dict) or set(obj) != {"config", "payload"} or not isinstance(obj["config"], dict):
+        return None
+    return obj
+
+
+def _stored_key(obj: dict) -> str | None:
+    """The key of the configuration stored in a decoded entry (``None`` if it cannot be a key)."""
+    try:
+        return config_key(obj["config"])
+    except TypeError:
+        return None
 
 
 def default_store() -> Store:

@@ -12,6 +12,7 @@ from PIL import Image
 
 from ensdiv.chapters import design_diversity as ch
 from ensdiv.data.paper import sets as ps
+from ensdiv.data.paper.common import declare_class_subset
 
 WNIDS = ps.imagenet_wnids()
 
@@ -30,6 +31,10 @@ def fake_imagenet(tmp_path, monkeypatch):
         for folder, strength in (("lines", "1.6"), ("plasma_noise", "4.0"), ("checkerboard_cutout", "4.0"),
                                  ("water_drop", "7.0")):
             _jpg(data / "imagenet-cbar" / folder / strength / WNIDS[cls] / f"c{k}.JPEG", 20 + 80 * k)
+    for folder in data.glob("imagenet-cbar/*/*"):  # every fake folder holds 3 of the 1000 classes
+        declare_class_subset(folder, [WNIDS[c] for c in (0, 7, 999)])
+    declare_class_subset(data / "imagenet" / "val", [WNIDS[c] for c in (0, 7, 999)])
+    declare_class_subset(data / "imagenet-v2" / "imagenetv2-matched-frequency-format-val", ["0", "7", "999"])
     monkeypatch.setenv("ENSDIV_DATA", str(data))
     monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path / "cache"))
     ch._paper_folder_set.cache_clear()

@@ -10,6 +10,7 @@ import torch
 from PIL import Image
 
 from ensdiv.data.paper import sets as ps
+from ensdiv.data.paper.common import declare_class_subset
 from ensdiv.errors import DataNotFoundError, EnsdivError, UnknownNameError
 
 WNIDS = ps.imagenet_wnids()
@@ -97,23 +98,28 @@ def test_svhn_mat(tmp_path):
 def test_imagenet_val_and_v2(tmp_path):
     _jpg(tmp_path / "val" / WNIDS[0] / "a.JPEG")
     _jpg(tmp_path / "val" / WNIDS[999] / "b.JPEG", 200)
+    declare_class_subset(tmp_path / "val", [WNIDS[0], WNIDS[999]])
     ds = ps.imagenet_val(tmp_path, data_config=SMALL)
     assert ds.targets == [0, 999] and ds[1][0].shape == (3, 40, 40)
     v2 = tmp_path / "v2" / "imagenetv2-matched-frequency-format-val"
     for k in (0, 10, 999):
         _jpg(v2 / str(k) / "x.jpeg")
+    declare_class_subset(v2, ["0", "10", "999"])
     ds = ps.imagenet_v2(tmp_path / "v2", data_config=SMALL)
     assert sorted(ds.targets) == [0, 10, 999]
 
 
 def test_imagenet_c_and_cbar_layouts(tmp_path):
     _jpg(tmp_path / "imagenet-c" / "blur" / "zoom_blur" / "3" / WNIDS[5] / "a.JPEG")
+    declare_class_subset(tmp_path / "imagenet-c" / "blur" / "zoom_blur" / "3", [WNIDS[5]])
     ds = ps.imagenet_c(tmp_path / "imagenet-c", "zoom_blur", 3, data_config=SMALL)
     assert ds.targets == [5]
     with pytest.raises(DataNotFoundError, match="found 3"):
         ps.imagenet_c(tmp_path / "imagenet-c", "zoom_blur", 5)
     _jpg(tmp_path / "cbar" / "lines" / "1.6" / WNIDS[2] / "a.JPEG")
     _jpg(tmp_path / "cbar" / "plasma_noise" / "4" / WNIDS[3] / "a.JPEG")
+    declare_class_subset(tmp_path / "cbar" / "lines" / "1.6", [WNIDS[2]])
+    declare_class_subset(tmp_path / "cbar" / "plasma_noise" / "4", [WNIDS[3]])
     assert ps.imagenet_cbar(tmp_path / "cbar", "lines", 1.6).targets == [2]
     assert ps.imagenet_cbar(tmp_path / "cbar", "plasma", 4.0).targets == [3]  # alias and "4" == 4.0
 
@@ -131,6 +137,7 @@ def test_200_class_subsets_have_the_1000_class_mask(tmp_path, loader, sub, synse
     picked = [subset[10], subset[0], subset[199]]
     for w in picked:
         _jpg(tmp_path / sub / w / "x.jpg")
+    declare_class_subset(tmp_path / sub, picked)
     ds = loader(tmp_path, data_config=SMALL)
     order = sorted(picked)
     assert ds.classes == order
@@ -142,6 +149,7 @@ def test_200_class_subsets_have_the_1000_class_mask(tmp_path, loader, sub, synse
     # with the val folder given, the order comes from its (sorted) class folders
     for w in WNIDS[:3] + order:
         (tmp_path / "inet" / "val" / w).mkdir(parents=True, exist_ok=True)
+    declare_class_subset(tmp_path / "inet" / "val", WNIDS[:3] + order)
     ds2 = loader(tmp_path, imagenet_root=tmp_path / "inet")
     val_order = sorted(set(WNIDS[:3] + order))
     assert ds2.class_mask.tolist() == [val_order.index(w) for w in order]
@@ -151,6 +159,7 @@ def test_ood_sets_are_labelled_minus_one(tmp_path):
     _jpg(tmp_path / "imagenet-o" / WNIDS[1] / "a.jpg")
     _jpg(tmp_path / "dtd" / "images" / "banded" / "banded_0001.jpg")
     _jpg(tmp_path / "dtd" / "images" / "zigzagged" / "z.jpg")
+    declare_class_subset(tmp_path / "dtd" / "images", ["banded", "zigzagged"])
     _jpg(tmp_path / "iNaturalist" / "images" / "a.jpg")
     _jpg(tmp_path / "openimage_o" / "images" / "b.jpg")
     _jpg(tmp_path / "openimage_o" / "images" / "c.png")

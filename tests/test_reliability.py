@@ -183,7 +183,8 @@ def test_stamp_lives_in_the_executed_copy(build_env):
     (res,) = runner.run_notebooks([nb], scale="smoke", out_root=build_env / "out", progress=False)
     assert res.status == "failed"
     meta = nbformat.read(res.output, as_version=4).metadata["ensdiv"]
-    assert meta == {"status": "failed", "stamp": None}  # a failed copy carries no stamp to be reused
+    assert meta["status"] == "failed" and meta["stamp"] is None  # a failed copy carries no stamp to be reused
+    assert meta["claims"] == [] and meta["reads"] is None and "ValueError: no" in meta["error"]
     assert not list((build_env / "out").glob("*.stamp.json"))
 
 
@@ -410,6 +411,7 @@ SPEC = {
                "seeds": [0, 1], "lr": 0.1, "root": None},
     "smoke": {}, "cpu": {}, "paper": {},
     "ranges": {"alpha": (1, 8), "ood": one_of("inverted", "noise"), "ci": between(0, 1)},
+    "types": {"root": str},
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,12 +21,14 @@ from ensdiv.report import (
     above,
     below,
     claim,
+    correlated,
     evaluate,
     greater,
     less,
     load_claims,
     negative,
     positive,
+    ratio_above,
     significant,
     slug,
     verdict,
@@ -54,64 +57,80 @@ def _bad_input(err: pytest.ExceptionInfo) -> None:
 
 # --- the verdict rule ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("passed", "scale", "expected"), [
-    ([True, True, True, True], "cpu", "holds"),
-    ([True, True, True, False], "cpu", "holds partly"),
-    ([True, True, False, False], "paper", "holds partly"),
-    ([True, False, False, False], "cpu", "does not hold"),
+P, F, I = "pass", "fail", "inconclusive"
+
+
+@pytest.mark.parametrize(("results", "scale", "expected"), [
+    ([P, P, P, P], "cpu", "holds"),
+    ([P, P, I], "cpu", "holds partly"),  # some pass, none fails
+    ([I, I], "cpu", "inconclusive"),  # no pass, no fail
+    ([P, P, P, F], "cpu", "mixed"),  # fails, but fewer than half
+    ([P, F], "paper", "does not hold"),  # half fail
+    ([P, F, F, I], "cpu", "does not hold"),
     ([None, None, None], "cpu", "not testable at this scale"),
     ([], "paper", "not testable at this scale"),
-    ([True, True, True, True], "smoke", "not testable at this scale"),
-    ([True, None, None], "cpu", "holds"),  # None does not count: 1 of 1
-    ([False, None, True], "cpu", "holds partly"),  # 1 of 2 is half
-    ([np.bool_(True), np.bool_(False), False], "cpu", "does not hold"),  # 1 of 3
+    ([P, P, P, P], "smoke", "not testable at this scale"),
+    ([P, None, None], "cpu", "not testable at this scale"),  # 1 of 3 computable: fewer than half
+    ([P, P, None], "cpu", "holds"),  # 2 of 3 computable; the verdict line says so
+    ([True, np.bool_(False), False], "cpu", "does not hold"),  # booleans read as pass/fail
 ])
-def test_verdict_table(passed, scale, expected):
-    assert verdict(passed, scale=scale) == expected
+def test_verdict_table(results, scale, expected):
+    assert verdict(results, scale=scale) == expected
+
+
+def test_verdict_counts_against_every_check_the_claim_has():
+    assert verdict([P], scale="cpu", total=3) == "not testable at this scale"
+    assert verdict([P, P], scale="cpu", total=3) == "holds"
 
 
 # --- check helpers on hand values ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("check", "values", "expected"), [
-    (less("a", "b"), {"a": 1.0, "b": 2.0}, True),
-    (less("a", "b"), {"a": 2.0, "b": 2.0}, False),
-    (less("a", "b", margin=0.5), {"a": 1.0, "b": 1.5}, False),  # 1.0 < 1.0 is false
-    (less("a", "b", margin=0.5), {"a": 0.9, "b": 1.5}, True),
-    (greater("a", "b"), {"a": 3, "b": 2}, True),
-    (greater("a", "b"), {"a": 2, "b": 2}, False),
-    (greater("a", "b", margin=1.0), {"a": 3.0, "b": 2.0}, False),
-    (greater("a", "b", margin=1.0), {"a": 3.5, "b": 2.0}, True),
-    (negative("r"), {"r": -0.2}, True),
-    (negative("r"), {"r": 0.0}, False),
-    (positive("r"), {"r": 0.3}, True),
-    (positive("r"), {"r": 0}, False),
-    (below("e", 0.05), {"e": 0.04}, True),
-    (below("e", 0.05), {"e": 0.05}, False),
-    (above("acc", 0.9), {"acc": 0.95}, True),
-    (above("acc", 0.9), {"acc": 0.9}, False),
-    (significant("p"), {"p": 0.01}, True),
-    (significant("p"), {"p": 0.05}, False),
-    (significant("p", alpha=0.01), {"p": 0.02}, False),
-    (within("a", "b", abs=0.05), {"a": 1.04, "b": 1.0}, True),
-    (within("a", "b", abs=0.05), {"a": 1.06, "b": 1.0}, False),
-    (within("a", "b", rel=0.1), {"a": 2.15, "b": 2.0}, True),  # |0.15| <= 0.2
-    (within("a", "b", rel=0.1), {"a": 1.7, "b": 2.0}, False),  # |0.3| > 0.2
-    (within("a", "b", rel=0.1), {"a": -2.1, "b": -2.0}, True),  # rel uses |b|
-    (within("a", "b", rel=0.01, abs=0.5), {"a": 2.3, "b": 2.0}, True),  # rel fails, abs passes
+    (less("a", "b"), {"a": 1.0, "b": 2.0}, P),
+    (less("a", "b"), {"a": 2.0, "b": 2.0}, F),
+    (less("a", "b", margin=0.5), {"a": 1.0, "b": 1.5}, F),  # 1.0 < 1.0 is false
+    (less("a", "b", margin=0.5), {"a": 0.9, "b": 1.5}, P),
+    (greater("a", "b"), {"a": 3, "b": 2}, P),
+    (greater("a", "b"), {"a": 2, "b": 2}, F),
+    (greater("a", "b", margin=1.0), {"a": 3.0, "b": 2.0}, F),
+    (greater("a", "b", margin=1.0), {"a": 3.5, "b": 2.0}, P),
+    (ratio_above("a", "b", 2.0), {"a": 4.2, "b": 2.0}, P),
+    (ratio_above("a", "b", 2.0), {"a": 3.8, "b": 2.0}, F),
+    (negative("r"), {"r": -0.2}, P),
+    (negative("r"), {"r": 0.0}, F),
+    (positive("r"), {"r": 0.3}, P),
+    (positive("r"), {"r": 0}, F),
+    (correlated("r", sign=-1), {"r": -0.3}, P),
+    (correlated("r", sign=1), {"r": -0.3}, F),
+    (below("e", 0.05), {"e": 0.04}, P),
+    (below("e", 0.05), {"e": 0.05}, F),
+    (above("acc", 0.9), {"acc": 0.95}, P),
+    (above("acc", 0.9), {"acc": 0.9}, F),
+    (significant("p"), {"p": 0.01}, P),
+    (significant("p"), {"p": 0.05}, F),
+    (significant("p", alpha=0.01), {"p": 0.02}, F),
+    (within("a", "b", abs=0.05), {"a": 1.04, "b": 1.0}, P),
+    (within("a", "b", abs=0.05), {"a": 1.06, "b": 1.0}, F),
+    (within("a", "b", rel=0.1), {"a": 2.15, "b": 2.0}, P),  # |0.15| <= 0.2
+    (within("a", "b", rel=0.1), {"a": 1.7, "b": 2.0}, F),  # |0.3| > 0.2
+    (within("a", "b", rel=0.1), {"a": -2.1, "b": -2.0}, P),  # rel uses |b|
+    (within("a", "b", rel=0.01, abs=0.5), {"a": 2.3, "b": 2.0}, P),  # rel fails, abs passes
 ])
 def test_helpers_on_hand_values(check, values, expected):
-    assert evaluate(check, values) is expected
+    out = evaluate(check, values)
+    assert out.result == expected and out.interval is None  # plain numbers: no interval
 
 
 @pytest.mark.parametrize("check", [
     less("a", "b"), greater("a", "b"), negative("a"), positive("a"), below("a", 1.0), above("a", 1.0),
-    significant("a"), within("a", "b", rel=0.1), within("a", "b", abs=0.1),
+    significant("a"), within("a", "b", rel=0.1), within("a", "b", abs=0.1), ratio_above("a", "b", 1.5),
+    correlated("a", sign=1),
 ])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -math.inf, None, "missing"])
 def test_helpers_not_testable(check, bad):
     values = {"b": 1.0} if bad == "missing" else {"a": bad, "b": 1.0}
-    assert evaluate(check, values) is None
-    assert evaluate(check, {"a": 1.0, "b": float("nan")} if "b" in check.needs else {}) is None
+    assert evaluate(check, values).result is None
+    assert evaluate(check, {"a": 1.0, "b": float("nan")} if "b" in check.needs else {}).result is None
 
 
 def test_helper_names_read_as_sentences():
@@ -126,41 +145,133 @@ def test_helper_names_read_as_sentences():
     assert within("a", "b", rel=0.05).name == "a is within 5% of b"
     assert within("a", "b", abs=0.2).name == "a is within 0.2 of b"
     assert within("a", "b", rel=0.1, abs=1).name == "a is within 10% or 1 of b"
+    assert ratio_above("a", "b", 2).name == "a is more than 2 times b"
+    assert correlated("r", sign=-1).name == "the correlation r is negative"
     assert positive("r", name="the correlation is positive").name == "the correlation is positive"
 
 
 def test_check_without_needs_keyerror_means_not_testable():
     reads_c = Check("c exceeds a plus b", lambda v: v["c"] > v["a"] + v["b"])
-    assert evaluate(reads_c, {"a": 1, "b": 2, "c": 4}) is True
-    assert evaluate(reads_c, {"a": 1, "b": 2, "c": 3}) is False
-    assert evaluate(reads_c, {"a": 1, "b": 2}) is None
-    assert evaluate(reads_c, {"a": 1, "b": 2, "c": float("nan")}) is None  # NaN is hidden from the rule
+    assert evaluate(reads_c, {"a": 1, "b": 2, "c": 4}).result == P
+    assert evaluate(reads_c, {"a": 1, "b": 2, "c": 3}).result == F
+    assert evaluate(reads_c, {"a": 1, "b": 2}).result is None
+    assert evaluate(reads_c, {"a": 1, "b": 2, "c": float("nan")}).result is None  # NaN is hidden from the rule
 
 
 def test_rule_sees_plain_floats_and_ignores_labels():
     seen = {}
     check = Check("x is positive", lambda v: seen.update(v) or v["x"] > 0, needs=("x",))
-    assert evaluate(check, {"x": torch.tensor(2), "model": "resnet18"}) is True
+    assert evaluate(check, {"x": torch.tensor(2), "model": "resnet18"}).result == P
     assert seen == {"x": 2.0} and type(seen["x"]) is float
 
 
-def test_within_needs_a_valid_tolerance():
-    with pytest.raises(EnsdivError) as err:
-        within("a", "b")
+def test_within_and_correlated_need_valid_arguments():
+    for bad in (lambda: within("a", "b"), lambda: within("a", "b", abs=-0.1), lambda: correlated("r", sign=0)):
+        with pytest.raises(EnsdivError) as err:
+            bad()
+        _bad_input(err)
+
+
+# --- intervals: three outcomes ------------------------------------------------------------------------------------
+
+def _est(value, reps, group="g", kind="bootstrap", source="evaluation samples"):
+    return report.Estimate(value, np.asarray(reps, dtype=float), source, kind, group)
+
+
+def test_an_interval_that_straddles_the_margin_is_inconclusive():
+    """Replicates of a and b from one group: a - b in every replicate is (-0.2 .. 0.1), 90 % interval by hand."""
+    a = _est(0.5, [0.40, 0.45, 0.50, 0.55, 0.60] * 4)
+    b = _est(0.6, [0.60, 0.55, 0.50, 0.45, 0.50] * 4)
+    out = evaluate(less("a", "b"), {"a": a, "b": b})
+    diffs = np.array([-0.2, -0.1, 0.0, 0.1, 0.1] * 4)
+    assert out.interval == pytest.approx(tuple(np.quantile(diffs, [0.05, 0.95])))
+    assert out.result == I and out.value == pytest.approx(-0.1) and out.source == "evaluation samples"
+    assert evaluate(less("a", "b", margin=0.5), {"a": a, "b": b}).result == F  # the whole interval above -0.5
+    assert evaluate(less("a", "b"), {"a": a, "b": _est(0.9, [0.9] * 20)}).result == P  # all below 0
+
+
+def test_seed_estimates_use_a_student_t_interval_paired_by_seed():
+    a, b = report.from_seeds([0.91, 0.93, 0.92]), report.from_seeds([0.90, 0.91, 0.91])
+    out = evaluate(greater("a", "b"), {"a": a, "b": b})
+    d = np.array([0.01, 0.02, 0.01])  # paired by seed
+    half = 2.919986 * d.std(ddof=1) / math.sqrt(3)  # t(0.95, 2 df) by hand from a table
+    assert out.interval == pytest.approx((d.mean() - half, d.mean() + half), abs=1e-6)
+    assert out.result == P and out.source == "training seeds"  # 0.0133 +- 0.0097 lies above zero
+    assert evaluate(greater("a", "b", margin=0.01), {"a": a, "b": b}).result == I  # 0.0036 .. 0.0231 straddles
+    one = evaluate(greater("a", "b"), {"a": report.from_seeds([0.9]), "b": report.from_seeds([0.8])})
+    assert one.result == P and one.interval is None  # one seed: no interval, a point comparison
+
+
+def test_fisher_interval_estimate():
+    r = report.Estimate(-0.31, None, "stated", "interval", low=-0.5, high=-0.1)
+    assert evaluate(correlated("r", sign=-1), {"r": r}).result == P
+    assert evaluate(correlated("r", sign=-1), {"r": report.Estimate(-0.31, None, "stated", "interval", low=-0.6,
+                                                                   high=0.05)}).result == I
+
+
+def test_paired_bootstrap_matches_a_naive_loop():
+    """Two classifiers' correctness on 400 images: the helper's replicates of acc_a - acc_b have the mean and
+    spread of a naive loop over resampled indices, and identical classifiers differ by exactly zero."""
+    rng = np.random.default_rng(0)
+    a = (rng.random(400) < 0.85).astype(int)
+    b = np.where(rng.random(400) < 0.9, a, 1 - a)  # agrees with a on ~90 % of images
+    est = report.paired_bootstrap({"a": torch.tensor(a), "b": b, "a2": a.copy()}, seed=1, n_resamples=4000)
+    assert est["a"].value == pytest.approx(a.mean()) and est["b"].value == pytest.approx(b.mean())
+    helper = est["a"].replicates - est["b"].replicates
+    naive = []
+    loop = np.random.default_rng(7)
+    for _ in range(4000):
+        idx = loop.integers(0, 400, 400)
+        naive.append(a[idx].mean() - b[idx].mean())
+    naive = np.array(naive)
+    assert helper.mean() == pytest.approx(naive.mean(), abs=0.002)
+    assert helper.std() == pytest.approx(naive.std(), rel=0.06)
+    assert np.all(est["a"].replicates == est["a2"].replicates)  # paired: one resample serves every model
+    # the unpaired spread would be much wider: paired differences of agreeing classifiers are tight
+    unpaired = est["a"].replicates - np.random.default_rng(3).permutation(est["b"].replicates)
+    assert helper.std() < 0.6 * unpaired.std()
+
+
+def test_paired_bootstrap_with_a_statistic_of_several_arrays():
+    scores = np.array([0.9, 0.8, 0.3, 0.2, 0.7, 0.1])
+    labels = np.array([1, 1, 0, 0, 1, 0])
+    est = report.paired_bootstrap({"auc": (scores, labels)}, seed=0, n_resamples=50,
+                                  statistic=lambda s, y: float(np.mean(s[y == 1]) - np.mean(s[y == 0]))
+                                  if 0 < y.sum() < len(y) else float("nan"))
+    assert est["auc"].value == pytest.approx(0.8 - 0.2)
+    assert est["auc"].replicates.shape == (50,)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"per_sample": {}}, "at least one quantity"),
+    ({"per_sample": {"a": np.ones(3), "b": np.ones(4)}}, "same number of samples"),
+    ({"per_sample": {"a": np.ones(1)}}, "at least two samples"),
+])
+def test_paired_bootstrap_bad_input(kwargs, match):
+    with pytest.raises(EnsdivError, match=match) as err:
+        report.paired_bootstrap(seed=0, **kwargs)
     _bad_input(err)
-    with pytest.raises(EnsdivError) as err:
-        within("a", "b", abs=-0.1)
-    _bad_input(err)
+
+
+def test_correlation_estimate_and_bad_input():
+    x = np.arange(12.0)
+    est = report.correlation(x, x ** 2, seed=0, n_resamples=200)
+    assert est.value == pytest.approx(1.0) and est.interval()[0] > 0.9
+    with pytest.raises(EnsdivError, match="at least 4"):
+        report.correlation([1, 2, 3], [1, 2, 3], seed=0)
+    with pytest.raises(EnsdivError, match="spearman or pearson"):
+        report.correlation(x, x, seed=0, method="kendall")
+    assert [round(v, 3) for v in report.fisher_interval(0.5, 28)] == [0.217, 0.706]  # by hand: tanh(0.549+-0.329)
 
 
 # --- values as tensors and numpy scalars ---------------------------------------------------------------------------
 
 def test_torch_and_numpy_values():
     values = {"a": torch.tensor(0.1), "b": np.float32(0.2), "n": np.int64(3), "flag": np.bool_(True)}
-    assert evaluate(less("a", "b"), values) is True
-    assert evaluate(greater("n", "b", margin=2.5), values) is True  # 3 > 2.7
-    assert evaluate(positive("flag"), values) is True  # True is 1.0
-    assert evaluate(positive("a"), {"a": torch.tensor(float("nan"))}) is None
+    assert evaluate(less("a", "b"), values).result == P
+    assert evaluate(greater("n", "b", margin=2.5), values).result == P  # 3 > 2.7
+    assert evaluate(positive("flag"), values).result == P  # True is 1.0
+    assert evaluate(positive("a"), {"a": torch.tensor(float("nan"))}).result is None
     c = _claim(checks=[less("a", "b")], ours=values, paper_values={"a": np.float64(0.5), "b": 0.6})
     assert c.verdict == "holds"
     rows = {v["quantity"]: v for v in c.values}
@@ -179,41 +290,80 @@ def test_non_scalar_needed_quantity_is_an_error():
     _bad_input(err)
 
 
-# --- the calibration row -------------------------------------------------------------------------------------------
+# --- the calibration row, the null row, facts ---------------------------------------------------------------------
 
 def test_check_failing_on_paper_numbers_is_excluded():
-    checks = [less("err_ens", "err_single"), positive("gain"), below("err_ens", 0.05)]
+    checks = [less("err_ens", "err_single"), positive("gain"), below("err_ens", 0.05, null=0.1)]
     ours = {"err_ens": 0.08, "err_single": 0.10, "gain": 0.02}  # passes, passes, fails
     paper = {"err_ens": 0.06, "err_single": 0.09, "gain": 0.03}  # passes, passes, fails (0.06 >= 0.05)
     without = _claim(checks=checks, ours=ours)
-    assert without.verdict == "holds partly"  # 2 of 3
+    assert without.verdict == "mixed"  # 2 pass, 1 fails
     calibrated = _claim(checks=checks, ours=ours, paper_values=paper)
     assert calibrated.verdict == "holds"  # 2 of 2: the third is not a test of the paper's claim
-    assert calibrated.checks == [
-        {"name": "err_ens is less than err_single", "ours": True, "paper": True, "counted": True},
-        {"name": "gain is positive", "ours": True, "paper": True, "counted": True},
-        {"name": "err_ens is below 0.05", "ours": False, "paper": False, "counted": False},
-    ]
-    assert "fails on the paper's numbers" in calibrated.checks_frame()["on the paper's numbers"].tolist()
+    assert [(c["ours"], c["paper"], c["null"], c["counted"], c["excluded"]) for c in calibrated.checks] == [
+        (P, P, F, True, ""), (P, P, F, True, ""), (F, F, F, False, "fails on the paper's numbers")]
+    assert calibrated.checks_frame()["on the paper's numbers"].tolist() == ["pass", "pass", "fail"]
+
+
+def test_a_check_that_passes_with_no_effect_is_not_counted():
+    """"ERR is below 0.6" when chance is 0.5: it passes on the null, so it cannot tell an effect from none."""
+    checks = [below("err", 0.6, null=0.5), less("err", "err_base")]
+    c = _claim(checks=checks, ours={"err": 0.3, "err_base": 0.35})
+    assert [(ch["null"], ch["counted"], ch["excluded"]) for ch in c.checks] == [
+        (P, False, "passes with no effect"), (F, True, "")]
+    assert c.verdict == "holds" and c.strength()["counted"] == 1 and c.strength()["excluded"] == 1
+    equivalence = _claim(checks=[within("a", "b", abs=0.1)], ours={"a": 1.0, "b": 1.05})
+    assert equivalence.checks[0]["null"] == F  # the null of an equivalence is a gap of twice the tolerance
+
+
+def test_a_check_without_a_null_says_why():
+    c = _claim(checks=[above("acc", 0.5), Check("x is odd", lambda v: v["x"] % 2 == 1, needs=("x",))],
+               ours={"acc": 0.9, "x": 3})
+    assert [(ch["null"], ch["null_reason"]) for ch in c.checks] == [("no null", "no null value stated"),
+                                                                  ("no null", "")]
+
+
+def test_facts_are_shown_and_never_counted():
+    c = _claim(checks=[less("err_pe", "err_de")], ours={"err_pe": 0.05, "err_de": 0.06},
+               facts={"params_pe": 1.2e6}, paper_values={"params_pe": 1.1e6})
+    assert c.facts == [{"quantity": "params_pe", "paper": 1.1e6, "ours": 1.2e6}]
+    assert [v["quantity"] for v in c.values] == ["err_pe", "err_de"]
+    assert "params_pe" in str(c) and c.strength()["checks"] == 1
+    with pytest.raises(EnsdivError, match="is a fact and a checked quantity") as err:
+        _claim(checks=[positive("params_pe")], ours={"params_pe": 1.0}, facts={"params_pe": 1.0})
+    _bad_input(err)
+
+
+def test_estimates_in_a_claim_carry_their_interval_and_source():
+    a = _est(0.2, np.linspace(0.1, 0.3, 21))
+    b = _est(0.5, np.linspace(0.4, 0.6, 21))
+    c = _claim(checks=[less("a", "b")], ours={"a": a, "b": b})
+    assert c.verdict == "holds" and c.variance == "evaluation samples"
+    assert c.checks[0]["interval"] == pytest.approx([-0.3, -0.3])
+    assert c.values[0]["interval"] == pytest.approx(list(np.quantile(np.linspace(0.1, 0.3, 21), [0.05, 0.95])))
+    assert json.loads(json.dumps(c.record()))["strength"] == {"checks": 1, "counted": 1, "passed": 1, "failed": 0,
+                                                              "inconclusive": 0, "untestable": 0, "excluded": 0}
+    assert _claim(checks=[less("a", "b")], ours={"a": 0.2, "b": 0.5}).variance.startswith("none")
 
 
 def test_check_the_paper_cannot_evaluate_still_counts():
-    checks = [positive("gain"), below("ece", 0.05)]
+    checks = [positive("gain"), below("ece", 0.05, null=0.2)]
     c = _claim(checks=checks, ours={"gain": 0.1, "ece": 0.07}, paper_values={"gain": 0.2})  # paper has no ece
-    assert [ch["paper"] for ch in c.checks] == [True, None]
+    assert [ch["paper"] for ch in c.checks] == [P, None]
     assert [ch["counted"] for ch in c.checks] == [True, True]
-    assert c.verdict == "holds partly"  # 1 of 2
+    assert c.verdict == "does not hold"  # 1 of 2 fails: half
 
 
 def test_check_not_testable_on_ours_does_not_count():
-    c = _claim(checks=[positive("gain"), below("ece", 0.05)], ours={"gain": 0.1, "ece": float("nan")})
-    assert [ch["counted"] for ch in c.checks] == [True, False]
-    assert c.verdict == "holds"
+    c = _claim(checks=[positive("gain"), positive("g2"), below("ece", 0.05, null=0.2)],
+               ours={"gain": 0.1, "g2": 0.2, "ece": float("nan")})
+    assert [ch["counted"] for ch in c.checks] == [True, True, False]
+    assert c.verdict == "holds" and c.strength()["untestable"] == 1
 
 
 def test_smoke_claim_is_never_testable():
     c = _claim(checks=[positive("x")], ours={"x": 1.0}, scale="smoke")
-    assert c.checks[0]["ours"] is True
+    assert c.checks[0]["ours"] == P
     assert c.verdict == "not testable at this scale"
 
 
@@ -221,9 +371,9 @@ def test_smoke_claim_is_never_testable():
 
 def test_values_table_defaults_and_formatting():
     ours = {"acc": 0.912345, "params": 11_000_000, "p": 0.0000123, "err": float("nan")}
-    c = _claim(checks=[above("acc", 0.5)], ours=ours, paper_values={"acc": 93.2, "flops": 1.0})
+    c = _claim(checks=[above("acc", 0.5, null=0.1)], ours=ours, paper_values={"acc": 93.2, "flops": 1.0})
     frame = c.frame()
-    assert frame.columns.tolist() == ["quantity", "paper", "this run"]
+    assert frame.columns.tolist() == ["quantity", "paper", "this run", "90% interval"]
     assert frame["quantity"].tolist() == ["acc", "params", "p", "err", "flops"]
     assert frame["this run"].tolist() == ["0.9123", "11000000", "1.23e-05", "–", "–"]
     assert frame["paper"].tolist() == ["93.2", "–", "–", "–", "1"]
@@ -234,22 +384,26 @@ def test_text_and_html_rendering():
     checks = [positive("a"), positive("b"), positive("c"), positive("d")]
     c = _claim(checks=checks, ours={"a": 1, "b": 1, "c": 1, "d": -1}, notes="Member seeds differ.")
     text = str(c)
-    assert text.splitlines()[0] == "**Verdict: holds partly** (3 of 4 checks; scale cpu)"
+    first = ("**Verdict: mixed** (3 of 4 counted checks pass, 1 fail; intervals: none: no counted check compares "
+             "estimates; scale cpu)")
+    assert text.splitlines()[0] == first
     assert repr(c) == text
-    assert text.index("this run") < text.index("counted") < text.index("Member seeds differ.")
+    assert text.index("this run") < text.index("with no effect") < text.index("Member seeds differ.")
     page = c._repr_html_()
-    assert page.startswith("<p><b>Verdict: holds partly</b> (3 of 4 checks; scale cpu)</p>")
+    assert page.startswith("<p><b>Verdict: mixed</b>")
     assert page.count("<table") == 2
     assert page.index("this run") < page.index("on the paper") < page.rindex("</table>") < page.index("Member seeds")
     assert "<script" not in page
-    assert c.checks_frame().columns.tolist() == ["check", "on the paper's numbers", "this run", "counted"]
+    assert c.checks_frame().columns.tolist() == ["check", "on the paper's numbers", "with no effect", "this run",
+                                                 "interval", "counted"]
     assert c.checks_frame()["this run"].tolist() == ["pass", "pass", "pass", "fail"]
 
 
 def test_summary_mentions_excluded_checks():
     c = _claim(checks=[positive("a"), positive("b")], ours={"a": 1, "b": 1}, paper_values={"a": 1, "b": -1})
-    assert str(c).splitlines()[0] == (
-        "**Verdict: holds** (1 of 1 checks; 1 failing on the paper's numbers not counted; scale cpu)")
+    assert str(c).splitlines()[0].startswith(
+        "**Verdict: holds** (1 of 1 counted checks pass; 1 not counted (fail on the paper's numbers or pass with "
+        "no effect)")
 
 
 @pytest.mark.parametrize(("item", "expected"), [("Table 1", "table-1"), ("Fig. 6–7", "fig-6-7"),
@@ -272,7 +426,8 @@ def test_record_round_trips_through_load_claims(build, monkeypatch):
     assert loaded == [a.record(), a2.record(), b.record()]
     assert loaded[2]["notebook"] == "notebooks/sed/fig02.ipynb"
     assert loaded[2]["ensdiv_version"]
-    assert loaded[2]["values"][1] == {"quantity": "y", "paper": None, "ours": None}  # NaN written as null
+    assert loaded[2]["values"][1] == {"quantity": "y", "paper": None, "ours": None, "interval": None,
+                                      "source": None}  # NaN written as null
     assert loaded[1]["verdict"] == "does not hold" and loaded[1]["claim_id"] == "ood"
     assert load_claims("paper") == []
 
@@ -296,7 +451,7 @@ def test_atomic_write_leaves_no_temp_files(build, monkeypatch):
     def broken_dump(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(report.json, "dump", broken_dump)
+    monkeypatch.setattr(report.claims.json, "dump", broken_dump)
     with pytest.raises(OSError):
         _claim(item="Fig. 9", write=True)
     assert [p.name for p in folder.iterdir()] == ["foundations__fig-1.json"]
@@ -314,10 +469,13 @@ def test_corrupt_record_names_the_file(build):
 
 
 def test_report_stays_light():
-    tree = ast.parse(open(report.__file__, encoding="utf-8").read())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert {m for m in imported if m.startswith("ensdiv")} == {"ensdiv.errors", "ensdiv.paths"}
+    imported = set()
+    for module in Path(report.__file__).parent.glob("*.py"):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert {m for m in imported if m.startswith("ensdiv") and not m.startswith("ensdiv.report")} == {
+        "ensdiv.errors", "ensdiv.paths"}
     assert not any(m.split(".")[0] == "torch" for m in imported)
 
 
@@ -372,22 +530,21 @@ def test_chapter_summary_lists_the_chapters_claims_and_failed_pages(build, monke
     summary counts and lists exactly its own three rows, links each page, and shows the thumbnail."""
     records = [("notebooks/sed/a.ipynb", "sed", "Fig. 3", 1), ("notebooks/sed/b.ipynb", "sed", "Tab. 1", 3),
                ("notebooks/packed-ensembles/c.ipynb", "packed-ensembles", "Fig. 1", 1)]
+    pages = []
     for nb, paper, item, x in records:
         monkeypatch.setenv("ENSDIV_NOTEBOOK", nb)
-        _claim(paper=paper, item=item, checks=[report.less("x", "y")], ours={"x": x, "y": 2}, write=True)
-    books = ["notebooks/sed/a.ipynb", "notebooks/sed/b.ipynb", "notebooks/sed/broken.ipynb",
-             "notebooks/packed-ensembles/c.ipynb"]
-    text = report.chapter_summary("cpu", chapter="sed", notebooks=books, failed={"notebooks/sed/broken.ipynb": "boom"},
-                                  key_page="notebooks/sed/a.ipynb", thumbnail="/book/_generated/sed-key.png",
-                                  claims_doc="book/claims")
+        made = _claim(paper=paper, item=item, checks=[report.less("x", "y")], ours={"x": x, "y": 2})
+        pages.append(report.PageRun(nb, "ok", records=[made.record()]))
+    pages.append(report.PageRun("notebooks/sed/broken.ipynb", "failed", "boom"))
+    text = report.chapter_summary("cpu", chapter="sed", pages=pages, key_page="notebooks/sed/a.ipynb",
+                                  thumbnail="/book/_generated/sed-key.png", claims_doc="book/claims")
     assert "3 claims, 1 holds, 1 does not hold, 1 failed." in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert len(rows) == 3 and not any("packed" in r for r in rows)
     assert any("</notebooks/sed/a>" in r and "**holds**" in r for r in rows)
     assert any("</notebooks/sed/broken>" in r and "**failed**" in r and "boom" in r for r in rows)
     assert "```{image} /book/_generated/sed-key.png" in text and "{doc}`/book/claims`" in text
-    failed_key = report.chapter_summary("cpu", chapter="sed", notebooks=books, key_page="notebooks/sed/broken.ipynb",
-                                        failed={"notebooks/sed/broken.ipynb": "boom"})
+    failed_key = report.chapter_summary("cpu", chapter="sed", pages=pages, key_page="notebooks/sed/broken.ipynb")
     assert "key page {doc}`broken </notebooks/sed/broken>` failed." in failed_key and "{image}" not in failed_key
-    with pytest.raises(report.InvalidInputError, match="Unknown scale"):
-        report.chapter_summary("big", chapter="sed", notebooks=books)
+    with pytest.raises(EnsdivError, match="Unknown scale"):
+        report.chapter_summary("big", chapter="sed", pages=pages)

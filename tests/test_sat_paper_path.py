@@ -16,6 +16,7 @@ from ensdiv.chapters import attack_similarity as ch
 from ensdiv.chapters import preset
 from ensdiv.chapters.zoo import EVAL_SET
 from ensdiv.data.paper import tensors as pt
+from ensdiv.data.paper.common import declare_class_subset
 from ensdiv.data.paper.imagenet import imagenet_wnids
 from ensdiv.data.registry import get_dataset, list_datasets
 from ensdiv.errors import DataNotFoundError, EnsdivError
@@ -57,6 +58,7 @@ def _fake_val(root) -> dict[int, list]:
             im.save(folder / f"ILSVRC2012_val_{label:04d}{i:04d}.JPEG", quality=95)
             with Image.open(folder / f"ILSVRC2012_val_{label:04d}{i:04d}.JPEG") as saved:
                 written[label].append(saved.convert("RGB"))
+    declare_class_subset(root / "imagenet" / "val", [WNIDS[c] for c in COUNTS])  # 3 of the 1000 classes
     return written
 
 

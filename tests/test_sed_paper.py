@@ -19,6 +19,7 @@ import ensdiv.models.paper as paper_models
 from ensdiv.chapters import sed as ch
 from ensdiv.data.paper import eval_transform
 from ensdiv.data.paper import stream as data_stream
+from ensdiv.data.paper.common import declare_class_subset
 from ensdiv.data.paper.imagenet import _timm_list, imagenet_train, imagenet_val, imagenet_wnids
 from ensdiv.data.registry import TensorSet
 from ensdiv.models.stack import cut_features
@@ -45,6 +46,8 @@ def fake(tmp_path, monkeypatch):
         _images(root / "imagenet" / "train" / w, 4, k)
         _images(root / "imagenet" / "val" / w, 2, 10 + k)
         _images(root / "imagenet-r" / w, 2, 20 + k)
+    for sub in ("imagenet/train", "imagenet/val", "imagenet-r"):  # 3 of the classes: a declared subset
+        declare_class_subset(root / sub, WNIDS)
     _images(root / "iNaturalist" / "images", 5, 30)
     weights = {}
     for name, kw in (("vit_tiny_patch16_224", TINY), ("full", {})):

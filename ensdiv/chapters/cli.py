@@ -9,67 +9,18 @@ others have run.
 from __future__ import annotations
 
 import argparse
-import re
 import subprocess
 import sys
 import time
 
-import yaml
-
 from ensdiv.chapters import zoo
-from ensdiv.chapters.runner import build_book, run_notebooks, summary, toc_notebooks
+from ensdiv.chapters.parameters import parse_value
+from ensdiv.chapters.runner import build_book, run_notebooks, signals_as_interrupts, summary, toc_notebooks
 from ensdiv.data import list_datasets
 from ensdiv.errors import EnsdivError
 from ensdiv.paths import project_root
 
 __all__ = ["main"]
-
-
-class _Yaml12Loader(yaml.SafeLoader):
-    """PyYAML's safe loader with YAML 1.2's core schema for plain scalars: ``1e-3`` is a float and
-    ``no``/``yes``/``on``/``off`` are strings (YAML 1.1 reads ``1e-3`` as a string and ``no`` as false)."""
-
-
-_Yaml12Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers
-            if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
-                           "tag:yaml.org,2002:timestamp")]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-for _tag, _rx, _first in (
-    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
-    ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
-    ("tag:yaml.org,2002:float",
-     r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
-     "-+.0123456789"),
-):
-    _Yaml12Loader.add_implicit_resolver(_tag, re.compile(_rx), list(_first))
-
-
-def _int12(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
-    text = loader.construct_scalar(node)
-    return int(text[2:], 8) if text.startswith("0o") else int(text, 0) if text.startswith("0x") else int(text)
-
-
-_Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _int12)
-
-
-def parse_value(name: str, value: str) -> object:
-    """One ``-p NAME VALUE``, typed as YAML 1.2 reads it: ``4`` an int, ``0.1``/``1e-3`` floats,
-    ``true``/``false`` booleans, ``null`` None, ``[1, 2]`` a list, anything else (``no``, ``2024-01-01``,
-    ``/a/b``) a string.
-
-    Raises:
-        EnsdivError: the value is not valid YAML (one sentence naming the parameter).
-    """
-    try:
-        return yaml.load(value, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise EnsdivError(
-            f"The value {value!r} of parameter {name!r} is not valid YAML ({problem}); quote it to pass a "
-            "string, e.g. -p NAME '\"text\"'."
-        ) from None
 
 
 def _params(pairs: list[list[str]] | None) -> dict:
@@ -172,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command in ("run", "book"):  # SIGTERM/SIGHUP end kernels, jupyter-book and partial files too
+            with signals_as_interrupts():
+                return args.func(args)
         return args.func(args)
     except EnsdivError as exc:
         print(f"ensdiv: {exc}", file=sys.stderr)

@@ -378,6 +378,7 @@ _JOINT_SMOKE = {**_JOINT_CPU, "member_model": "test_resnet", "member_kwargs": {}
 # paper: ResNet-50 members, AdaBelief lr 1e-3, eps 1e-8, batch 64, 100 epochs, λ 0.2 (Sec. 4.3)
 _JOINT_PAPER = {**_JOINT_CPU, "member_model": "resnet50", "member_kwargs": {}, "train_set": "imagenet/train",
                 "train_subset": 0, "epochs": 100, "augment": "flipcrop"}  # fmt: skip
+_JOINT_TYPES = {"member_kwargs": dict[str, Any]}  # keyword arguments of the member model ({}: its defaults)
 _ATTR = {"lams": [10.0, 1.0, 0.1, 0.01, 0.001], "attr_lam": 0.001}
 _ATTR_CPU = {**_ATTR, "attr_train_subset": 2500, "attr_epochs": 2}
 _ATTR_SMOKE = {**_ATTR, "attr_train_subset": 128, "attr_epochs": 1}
@@ -413,30 +414,35 @@ PRESETS: dict = {
     "design-diversity/fig10_ncl_heuristics": {
         "common": {**_COMMON, "sets": ["clean", "plasma", "checkerboard", "waterdrop", "lines"]},
         "smoke": {**_JOINT_SMOKE, "eval_images": 200},
+        "types": _JOINT_TYPES,
         "cpu": {**_JOINT_CPU, "eval_images": 2000},
         "paper": {**_JOINT_PAPER, "eval_images": 5000},
     },
     "design-diversity/sec431_attribution_penalty": {
         "common": {**_COMMON},
         "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "eval_images": 200},
+        "types": _JOINT_TYPES,
         "cpu": {**_JOINT_CPU, **_ATTR_CPU, "eval_images": 2000},
         "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "eval_images": 5000},
     },
     "design-diversity/tab02_equitability": {
         "common": {**_COMMON, "hetero": _HETERO},
         "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "eval_images": 200},
+        "types": _JOINT_TYPES,
         "cpu": {**_JOINT_CPU, **_ATTR_CPU, "eval_images": 2000},
         "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "eval_images": 5000, "hetero": _HETERO_PAPER},
     },
     "design-diversity/fig11_attribution_maps": {
         "common": {**_COMMON, "hetero": _HETERO, "show": 8},
         "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "attr_images": 32},
+        "types": _JOINT_TYPES,
         "cpu": {**_JOINT_CPU, **_ATTR_CPU, "attr_images": 500},
         "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "attr_images": 100, "attr_batch": 25, "hetero": _HETERO_PAPER},
     },
     "design-diversity/fig12_cka_layers": {
         "common": {**_COMMON, **_CKA, "hetero": _HETERO},
         "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "cka_images": 64, "cka_batch": 32},
+        "types": _JOINT_TYPES,
         "cpu": {**_JOINT_CPU, **_ATTR_CPU},
         "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "cka_images": 2000, "cka_batch": 100, "hetero": _HETERO_PAPER},
     },

@@ -90,6 +90,7 @@ PRESETS["foundations/zoo"] = {
     # paper scale needs ImageNet (see ensdiv.chapters.zoo); with train=False the table lists what is cached.
     "paper": {"train": False},
     "ranges": {"workers": (1, 64)},
+    "types": {"only": list[str]},  # cpu: [] = the whole zoo
 }
 
 

@@ -596,8 +596,12 @@ _TRAIN = {
 }
 
 
+# widths None: the backbone's default widths; milestones []: no step decay
+_TRAIN_TYPES = {"widths": list[int], "milestones": list[int]}
+
+
 def _with_train(**extra_by_scale: dict) -> dict:
-    out = {"common": extra_by_scale.pop("common", {})}
+    out = {"common": extra_by_scale.pop("common", {}), "types": _TRAIN_TYPES}
     for scale, train in _TRAIN.items():
         out[scale] = {**train, **extra_by_scale.get(scale, {})}
     return out
@@ -653,6 +657,7 @@ PRESETS = {
         "cpu": {},
         "paper": {"archs": ["resnet18", "resnet50"], "batch": 256, "train_batch": 128, "repeats": 5,
                   "train_steps": 10, "widths": None, "dtypes": ["float32", "float16"]},
+        "types": {"widths": list[int]},
     },
 }
 

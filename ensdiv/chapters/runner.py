@@ -2,13 +2,24 @@
 
 ``ensdiv run`` and ``ensdiv book`` come here. Notebooks are executed into
 ``_build/executed/<scale>/<same relative path>``. Each executed copy carries, in its own metadata
-(``metadata.ensdiv``), the stamp of what it was run from: the hash of the source notebook, the
-parameters, the ensdiv package source, the data shipped in ``book/data`` and ``$ENSDIV_DATA`` (its
-path and a listing of its top two levels: names, sizes, times). Stamp and notebook are one file,
-replaced atomically, so a finished notebook whose inputs did not change is not run again
-(``force=True`` re-runs) and a failed copy never passes for a finished one. A lock file per executed
-notebook (``<name>.lock``) serialises two runs of the same notebook. One failing notebook is reported
-with its error cell; the others still run.
+(``metadata.ensdiv``), everything the book knows about that page's last run, in one file replaced
+atomically when the run ends:
+
+- ``status`` (``ok`` or ``failed``) and ``error``;
+- ``stamp``: what it was run from: the hash of the source notebook, the parameters, the ensdiv package
+  source, the data shipped in ``book/data`` and ``$ENSDIV_DATA`` (its path and a listing of its top two
+  levels: names, sizes, times);
+- ``reads``: the data folders the run opened files in or listed (below ``$ENSDIV_DATA``, Debian's
+  Fashion-MNIST folder and any folder a parameter names; :mod:`ensdiv.reads`) and a hash of their
+  entries, so a file changed at any depth re-runs the page;
+- ``claims``: the claim records the run wrote, checked and promoted only when it finished.
+
+A finished notebook whose stamp and reads did not change is not run again (``force=True`` re-runs); a
+failed or interrupted run never passes for a finished one, and an interrupted run leaves the previous
+copy (and its records) as they were. A lock file per executed notebook (``<name>.lock``) serialises two
+runs of the same notebook, and a lock per build folder two ``ensdiv book`` builds. One failing notebook
+is reported with its error cell; the others still run. The claims page and the chapter pages are built
+from the executed copies, so they show what the pages show, in every build mode.
 
 Before anything runs: the scale, the notebooks, every parameter's name, type and range (against the
 notebook's preset, :mod:`ensdiv.config`), and the cache folder are checked, each failure one sentence.
@@ -31,18 +42,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import yaml
 
-from ensdiv import chapters
+from ensdiv import chapters, reads
 from ensdiv.chapters import zoo
+from ensdiv.chapters.parameters import inject, render
 from ensdiv.config import check_scale
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.paths import build_dir, project_root
-from ensdiv.report import chapter_summary, claims_page
+from ensdiv.report import STAGING_ENV, PageRun, chapter_summary, check_record, claims_page, read_records
 from ensdiv.store import default_store
 
 __all__ = ["KEY_FIGURES", "NotebookResult", "run_notebooks", "toc_notebooks", "build_book", "notebook_parameters",
-           "check_parameters", "mathjax_source"]
+           "check_parameters", "mathjax_source", "page_run", "end_process_group", "signals_as_interrupts"]
 
 #: The page whose figure stands for each chapter on its landing page (``book/<chapter>.md``): the first
 #: image its executed copy shows becomes the landing page's thumbnail.
@@ -91,8 +104,6 @@ def notebook_parameters(path: Path) -> dict[str, Any]:
         ``{name: default value}`` (the literal, or the source text when it is not a literal).
     """
     import ast
-
-    import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
     for cell in nb.cells:
@@ -219,22 +230,92 @@ def _notebook_lock(out: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def _stamp_of(path: Path) -> dict | None:
-    """The ``ok`` stamp an executed copy carries, or ``None`` (no copy, a failed run, an unreadable file)."""
+def _meta_of(path: Path) -> dict:
+    """The ``metadata.ensdiv`` block of an executed copy (``{}``: no copy or an unreadable file)."""
     try:
         meta = json.loads(path.read_text()).get("metadata", {}).get("ensdiv", {})
     except (OSError, ValueError, AttributeError):
-        return None
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _stamp_of(path: Path) -> dict | None:
+    """The ``ok`` stamp an executed copy carries, or ``None`` (no copy, a failed run, an unreadable file)."""
+    meta = _meta_of(path)
     return meta.get("stamp") if meta.get("status") == "ok" else None
 
 
-def _finish(tmp: Path, out: Path, status: str, stamp: dict) -> None:
-    """Write the run's status (and, when ``ok``, its stamp) into the executed copy, then move it into
-    place atomically: the notebook and its stamp are one file."""
+def _reads_unchanged(path: Path) -> bool:
+    """Whether the data folders the last run of ``path`` read still hash as they did (True when it read none)."""
+    recorded = _meta_of(path).get("reads")
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("folders"), list):
+        return False
+    return reads.signature(recorded["folders"]) == recorded.get("hash")
+
+
+def _finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", claims: list | None = None,
+            read: list[str] | None = None, source: Path | None = None) -> None:
+    """Write the run's status, error, stamp, data reads and claim records into the executed copy, then move
+    it into place atomically: the notebook, its stamp and its records are one file."""
     nb = json.loads(tmp.read_text())
-    nb.setdefault("metadata", {})["ensdiv"] = {"status": status, "stamp": stamp if status == "ok" else None}
+    if source is not None:  # papermill records the notebook it was given, here the injected copy itself
+        nb.setdefault("metadata", {}).setdefault("papermill", {})["input_path"] = str(source)
+    ok = status == "ok"
+    nb.setdefault("metadata", {})["ensdiv"] = {
+        "status": status, "error": error, "stamp": stamp if ok else None, "claims": list(claims or []) if ok else [],
+        "reads": {"folders": read, "hash": reads.signature(read)} if ok and read is not None else None,
+    }
     tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     tmp.replace(out)
+
+
+def page_run(executed: Path, notebook: str) -> PageRun:
+    """The state of one page as its executed copy shows it: its status and the claim records its last
+    finished run promoted (:class:`ensdiv.report.PageRun`).
+
+    Raises:
+        EnsdivError: a claim record in the copy is malformed (one sentence naming the file).
+    """
+    if not executed.exists():
+        return PageRun(notebook, "not run")
+    meta = _meta_of(executed)
+    if meta.get("status") != "ok":
+        return PageRun(notebook, "failed", str(meta.get("error") or "the run did not finish"))
+    records = meta.get("claims") or []
+    if not isinstance(records, list):
+        raise EnsdivError(f"The claim records in {executed} are malformed (not a list); re-run its notebook.")
+    return PageRun(notebook, "ok", records=tuple(check_record(r, str(executed)) for r in records))
+
+
+def _remove_stale_partials(out: Path) -> None:
+    """Remove ``<name>.partial-<pid>.ipynb`` files (and claim staging folders, read logs) of runs whose
+    process is gone: an interrupted run left them."""
+    for leftover in [*out.parent.glob(f"{out.stem}.partial-*.ipynb"), *out.parent.glob(f".{out.stem}.run-*")]:
+        pid = leftover.name.rsplit("-", 1)[-1].split(".")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_roots(params: dict[str, Any]) -> list[str]:
+    """The folders whose reads a page's rerun check follows: ``$ENSDIV_DATA``, Debian's Fashion-MNIST and
+    every existing folder a string parameter names (``data_root``)."""
+    roots = [os.environ.get("ENSDIV_DATA", ""), "/usr/share/datasets/fashion-mnist"]
+    roots += [v for v in params.values() if isinstance(v, str) and v and os.path.isabs(v)]
+    return [r for r in dict.fromkeys(roots) if r and os.path.isdir(r)]
 
 
 def run_notebooks(
@@ -266,6 +347,7 @@ def run_notebooks(
     if "scale" in params:
         raise EnsdivError(f"Set the scale with the scale argument (ensdiv run --scale {params['scale']}), "
                           "not as a parameter.")
+    render({"scale": scale, **params})  # every name an identifier, every value plain data, before any run
     notebooks = [_resolve(p) for p in paths]
     for nb in notebooks:
         declared = notebook_parameters(nb)
@@ -291,7 +373,8 @@ def run_notebooks(
         all_params = {"scale": scale, **params}
         stamp = {"source": _sha(nb.read_bytes()), "params": all_params, **base}
         with _notebook_lock(out):
-            if not force and _stamp_of(out) == stamp:
+            _remove_stale_partials(out)
+            if not force and _stamp_of(out) == stamp and _reads_unchanged(out):
                 results.append(NotebookResult(nb, out, "cached", 0.0, params=all_params))
                 if progress:
                     print(f"  [cached] {rel}", flush=True)
@@ -302,35 +385,69 @@ def run_notebooks(
             out.with_suffix(".stamp.json").unlink(missing_ok=True)  # the separate stamp of older versions
             if progress:
                 print(f"  [run]    {rel} (scale={scale}) ...", flush=True)
-            t0 = time.perf_counter()
-            tmp = out.with_suffix(f".partial-{os.getpid()}.ipynb")
-            # the kernel inherits this process's environment: rendered pages get one line per finished
-            # unit of work instead of progress bars (ensdiv.progress), unless the caller chose otherwise
-            chosen = os.environ.get("ENSDIV_PROGRESS")
-            os.environ["ENSDIV_PROGRESS"] = chosen or "lines"
-            os.environ["ENSDIV_NOTEBOOK"] = rel.as_posix() if isinstance(rel, Path) else str(rel)  # claim records
-            try:
-                pm.execute_notebook(
-                    str(nb), str(tmp), parameters=all_params, kernel_name=kernel, cwd=str(nb.parent),
-                    progress_bar=False, log_output=False,
-                )
-                _finish(tmp, out, "ok", stamp)
-                res = NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=all_params)
-            except Exception as exc:  # noqa: BLE001 - report every failure by name and go on
-                if tmp.exists():
-                    _finish(tmp, out, "failed", stamp)  # keep the executed copy with the error for inspection
-                else:  # nothing executed: an older copy must not pass for this run's
-                    out.unlink(missing_ok=True)
-                res = NotebookResult(nb, out, "failed", time.perf_counter() - t0, _error_of(exc), all_params)
-            finally:
-                os.environ.pop("ENSDIV_NOTEBOOK", None)
-                if chosen is None:
-                    os.environ.pop("ENSDIV_PROGRESS", None)
+            res = _execute(pm, nb, out, rel.as_posix(), all_params, stamp, kernel=kernel, scale=scale)
         if progress:
             tag = "ok" if res.status == "ok" else "FAILED"
             print(f"  [{tag:<6}] {rel} in {res.seconds:.1f} s" + (f": {res.error}" if res.error else ""), flush=True)
         results.append(res)
     return results
+
+
+@contextlib.contextmanager
+def _environ(**values: str) -> Iterator[None]:
+    """Set environment variables for the duration of the block (the kernel inherits them), then restore them."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], stamp: dict, *, kernel: str,
+             scale: str) -> NotebookResult:
+    """Run one notebook into ``out``: papermill writes a partial copy, the claim records go to a staging folder
+    of this run and the data reads to a log of this run; when the run finishes, the records are checked and
+    promoted with the notebook in one atomic replace. An interrupt (or a signal turned into one by the
+    command) leaves the previous executed copy untouched and removes the partial copy, staging and log."""
+    t0 = time.perf_counter()
+    tmp = out.with_suffix(f".partial-{os.getpid()}.ipynb")
+    work = out.parent / f".{out.stem}.run-{os.getpid()}"
+    staging, log = work / "claims", work / "reads.log"
+    shutil.rmtree(work, ignore_errors=True)
+    staging.mkdir(parents=True)
+    # rendered pages get one line per finished unit of work instead of progress bars (ensdiv.progress),
+    # unless the caller chose otherwise
+    env = {"ENSDIV_PROGRESS": os.environ.get("ENSDIV_PROGRESS") or "lines", "ENSDIV_NOTEBOOK": rel,
+           STAGING_ENV: str(staging), reads.LOG_ENV: str(log),
+           reads.ROOTS_ENV: os.pathsep.join(_read_roots(params))}
+    try:
+        with _environ(**env):
+            try:
+                # the parameters are written by us as Python literals; papermill translates none of them
+                source = inject(nbformat.read(str(nb), as_version=4), params)
+                pm.execute_notebook(
+                    source, str(tmp), parameters=None, kernel_name=kernel, cwd=str(nb.parent),
+                    progress_bar=False, log_output=False,
+                )
+                records = read_records(staging, scale=scale)
+                for record in records:
+                    record["notebook"] = rel  # the page it belongs to, whatever the kernel's environment said
+                _finish(tmp, out, "ok", stamp, claims=records, read=reads.read_log(log), source=nb)
+                return NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=params)
+            except Exception as exc:  # noqa: BLE001 - report every failure by name and go on
+                error = str(exc) if isinstance(exc, EnsdivError) else _error_of(exc)
+                if not tmp.exists():  # nothing executed: the copy says so; an older one must not pass for it
+                    shutil.copyfile(nb, tmp)
+                _finish(tmp, out, "failed", stamp, error=error, source=nb)  # the executed copy keeps the error
+                return NotebookResult(nb, out, "failed", time.perf_counter() - t0, error, params)
+    finally:
+        tmp.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def summary(results: list[NotebookResult]) -> str:
@@ -477,13 +594,13 @@ def first_image(notebook: Path) -> tuple[bytes, str] | None:
     return None
 
 
-def _chapter_pages(files: dict[Path, Path], notebooks: list[str], failed: dict[str, str], scale: str,
-                   executed: Path) -> dict[Path, Path]:
+def _chapter_pages(files: dict[Path, Path], pages: list[PageRun], scale: str, executed: Path) -> dict[Path, Path]:
     """The generated part of every chapter landing page that asks for it: ``book/<chapter>.md`` including
     ``_generated/<chapter>.md`` gets that file (the chapter's verdicts, :func:`ensdiv.report.chapter_summary`)
     and ``_generated/<chapter>-key.<ext>``, the first image of its key page (:data:`KEY_FIGURES`)."""
     out = build_dir() / "generated"
     staged: dict[Path, Path] = {}
+    names = {p.notebook for p in pages}
     for rel in sorted(files):
         chapter = rel.stem
         if rel.parent != Path("book") or rel.suffix != ".md":
@@ -492,8 +609,8 @@ def _chapter_pages(files: dict[Path, Path], notebooks: list[str], failed: dict[s
             continue
         out.mkdir(parents=True, exist_ok=True)
         key = KEY_FIGURES.get(chapter)
-        key = key if key in notebooks else None
-        image = first_image(executed / key) if key and key not in failed else None
+        key = key if key in names else None
+        image = first_image(executed / key) if key else None
         thumbnail = None
         if image:
             name = f"{chapter}-key{image[1]}"
@@ -501,11 +618,112 @@ def _chapter_pages(files: dict[Path, Path], notebooks: list[str], failed: dict[s
             staged[Path("book") / "_generated" / name] = out / name
             thumbnail = f"/book/_generated/{name}"
         page = out / f"{chapter}.md"
-        page.write_text(chapter_summary(scale, chapter=chapter, notebooks=notebooks, failed=failed, key_page=key,
-                                        thumbnail=thumbnail,
+        page.write_text(chapter_summary(scale, chapter=chapter, pages=pages, key_page=key, thumbnail=thumbnail,
                                         claims_doc="book/claims" if Path("book/claims.md") in files else None))
         staged[Path("book") / "_generated" / f"{chapter}.md"] = page
     return staged
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path) -> Iterator[None]:
+    """One ``ensdiv book`` at a time per build folder: an exclusive, non-blocking lock on
+    ``<folder>/.book.lock``, released when the build ends (or its process dies).
+
+    Raises:
+        EnsdivError: another build holds it (one sentence naming the folder and its process).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".book.lock", "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            raise EnsdivError(f"Another `ensdiv book` (process {holder}) is building into {folder}; wait for it to "
+                              "finish or stop it.") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _jupyter_book() -> list[str]:
+    """The ``jupyter-book`` command of this environment."""
+    jb = Path(sys.executable).parent / "jupyter-book"
+    return [str(jb if jb.exists() else Path(shutil.which("jupyter-book") or "jupyter-book"))]
+
+
+def _run_group(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in a process group of its own and, if this process is interrupted (Ctrl-C, or a SIGTERM the
+    ``ensdiv`` command turns into one), end that whole group before going on: no orphan keeps writing."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        end_process_group(proc)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@contextlib.contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise :class:`KeyboardInterrupt` as Ctrl-C does, so every
+    ``finally`` runs (partial notebooks and staging removed, locks released, jupyter-book's process group
+    ended); when the block ends on an interrupt, the processes this one started (notebook kernels, the
+    zoo's training workers) are ended too. The ``ensdiv`` command wraps ``run`` and ``book`` in it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    except KeyboardInterrupt:
+        _end_children()
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _end_children(grace: float = 5.0) -> None:
+    """SIGTERM every live descendant of this process, then SIGKILL those still alive after ``grace`` s."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.terminate()
+    _, alive = psutil.wait_procs(children, timeout=grace)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+
+
+def end_process_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM the process group of ``proc`` (started with ``start_new_session``), SIGKILL it after ``grace``
+    seconds."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def build_book(
@@ -522,6 +740,11 @@ def build_book(
         root: the book's folder (``_config.yml``, ``_toc.yml``, ``book/``, notebooks); default the project.
     """
     check_scale(scale)
+    with _build_lock(build_dir()):
+        return _build_book(scale=scale, force=force, html_only=html_only, root=root)
+
+
+def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None) -> tuple[list[NotebookResult], Path]:
     root = Path(root or project_root()).resolve()
     notebooks = toc_notebooks(root=root)
     t_run = time.perf_counter()
@@ -543,13 +766,13 @@ def build_book(
     files.update(_tree(root / "benchmarks" / "results", Path("benchmarks") / "results"))
     if mathjax is not None:
         files.update(_tree(mathjax, Path(_STATIC) / "mathjax"))
-    failed = {r.path.relative_to(root).as_posix(): r.error or "" for r in results if r.status == "failed"}
-    names = [nb.relative_to(root).as_posix() for nb in notebooks]
-    if Path("book/claims.md") in files:  # the claims page is generated from this build's claim records
+    # every page as its executed copy shows it (status and promoted records), whatever this build ran
+    pages = [page_run(executed / nb.relative_to(root), nb.relative_to(root).as_posix()) for nb in notebooks]
+    if Path("book/claims.md") in files:  # the claims page is generated from the pages' claim records
         page = build_dir() / "claims.md"
-        page.write_text(claims_page(scale, notebooks=names, failed=failed))
+        page.write_text(claims_page(scale, pages))
         files[Path("book/claims.md")] = page
-    files.update(_chapter_pages(files, names, failed, scale, executed))
+    files.update(_chapter_pages(files, pages, scale, executed))
     site = build_dir() / "site"
     other_scale = _stage(site, files, scale)
     out_parent = build_dir().parent if build_dir().name == "_build" else build_dir()
@@ -558,14 +781,11 @@ def build_book(
         for stale in (html, html.parent / ".doctrees"):
             if stale.is_dir():
                 shutil.rmtree(stale)
-    jb = Path(sys.executable).parent / "jupyter-book"
-    if not jb.exists():
-        jb = Path(shutil.which("jupyter-book") or "jupyter-book")
-    cmd = [str(jb), "build", str(site), "--path-output", str(out_parent), "--builder", "html",
+    cmd = [*_jupyter_book(), "build", str(site), "--path-output", str(out_parent), "--builder", "html",
            "-W", "-n", "--keep-going"]  # warnings fail the build: a broken page is loud
     env = {**os.environ, "NO_COLOR": "1"}
     t_render = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    proc = _run_group(cmd, env)
     if results:
         timings["render_s"] = round(time.perf_counter() - t_render, 1)
         (build_dir() / f"timings-{scale}.json").write_text(json.dumps(timings, indent=1))

@@ -127,7 +127,7 @@ _SCALES = {
 
 
 def _scaled(**extra: dict) -> dict:
-    return {"common": {**_COMMON, **extra.pop("common", {})},
+    return {"common": {**_COMMON, **extra.pop("common", {})}, "types": {"committee": list[str]},  # paper: []
             **{s: {**v, **extra.get(s, {})} for s, v in _SCALES.items()}}
 
 

@@ -716,6 +716,7 @@ _COMMON = {
     "smoke": {"band": [-15.0, 15.0]},
     "cpu": {"band": [-5.0, 5.0]},
     "paper": {"band": [74.0, 78.0], "band_relative": False},
+    "types": {"models": list[str]},  # []: every model of models.csv
 }
 _PAIRS = {"prefer_reinit": "reinit/resnet-s1", "prefer_arch": "arch/efficientnet",
           "prefer_dataset": "dataset/resnet-glyphs"}
@@ -732,7 +733,7 @@ _PROBE = {
 
 
 def _merge(*specs: dict) -> dict:
-    out: dict = {s: {} for s in ("common", "smoke", "cpu", "paper")}
+    out: dict = {s: {} for s in ("common", "smoke", "cpu", "paper", "types")}
     for spec in specs:
         for s, v in spec.items():
             out[s].update(v)
@@ -751,7 +752,8 @@ PRESETS: dict = {
     f"{SLUG}/fig06_feature_overlap": _merge(_COMMON, _PROBE, {"common": _PAIRS}),
     f"{SLUG}/fig07_downstream_transfer": _merge(_COMMON, _PROBE, {
         "common": {"downstream_set": "pretrain/digits", "down_models": _DOWN_MODELS},
-        "paper": {"down_models": []}}),  # paper: every model with role 'high' in models.csv
+        "paper": {"down_models": []},  # paper: every model with role 'high' in models.csv
+        "types": {"down_models": list[str]}}),
     f"{SLUG}/fig08_pair_counts": _merge(_COMMON),
     f"{SLUG}/tabA_model_table": _merge(_COMMON),
 }

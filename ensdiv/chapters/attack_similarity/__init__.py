@@ -203,12 +203,14 @@ def draw_cluster_ensembles(labels: Any, size: int, n_clusters_used: int, *, n_dr
 # Released-data notebooks (fig01, tab02, figC1, figD2, figD1a) run the paper's own 69×69 matrix at
 # every scale; ``smoke`` only lowers the number of boosting stages, permutations and K-means restarts.
 _RELEASED = {"data_root": None, "seed": 0}
+_RELEASED_TYPES = {"data_root": str}  # None: book/data/sat; else the folder of the released CSVs
 _SPECTRAL = {"n_clusters": 10}
 
 PRESETS: dict = {
     "attack-similarity/fig01_component_importance": {
         # App. B: 500 stages, depth 12, min samples 4, lr 0.02, 10 permutations.
         "common": {**_RELEASED, "max_depth": 12, "min_samples_split": 4, "learning_rate": 0.02},
+        "types": _RELEASED_TYPES,
         "smoke": {"n_estimators": 20, "n_repeats": 2},
         "cpu": {"n_estimators": 500, "n_repeats": 10},
         "paper": {"n_estimators": 500, "n_repeats": 10},
@@ -217,12 +219,14 @@ PRESETS: dict = {
         # App. C: normalised Laplacian, K = 10, K-means with 100 restarts, best final objective; we keep
         # the best of n_seeds × n_init restarts (release.DEFAULT_READING), and score every reading of App. C.
         "common": {**_RELEASED, **_SPECTRAL},
+        "types": _RELEASED_TYPES,
         "smoke": {"n_init": 5, "n_seeds": 2},
         "cpu": {"n_init": 100, "n_seeds": 10},
         "paper": {"n_init": 100, "n_seeds": 10},
     },
     "attack-similarity/figC1_spectral_features": {
         "common": {**_RELEASED, **_SPECTRAL},
+        "types": _RELEASED_TYPES,
         "smoke": {"n_init": 5, "n_seeds": 2},
         "cpu": {"n_init": 100, "n_seeds": 10},
         "paper": {"n_init": 100, "n_seeds": 10},
@@ -231,12 +235,14 @@ PRESETS: dict = {
     # fig02's, so the measurement is shared) and compare it with the release (release.compare_with_release)
     "attack-similarity/figD2_similarity_matrix": {
         "common": {**_RELEASED, **_SPECTRAL},
+        "types": _RELEASED_TYPES,
         "smoke": {"n_init": 5, "n_seeds": 2, "measured": False},
         "cpu": {"n_init": 100, "n_seeds": 10, "measured": False},
         "paper": {"n_init": 100, "n_seeds": 10, "measured": True},
     },
     "attack-similarity/figD1a_similarity_distribution": {
         "common": {**_RELEASED, "bins": 40},
+        "types": _RELEASED_TYPES,
         "smoke": {},
         "cpu": {},
         "paper": {},

@@ -1,4 +1,12 @@
-"""Paper-scale ImageNet-family loaders: val, V2, -C, -C̄, -R, -A, -O (see :mod:`ensdiv.data.paper.sets`)."""
+"""Paper-scale ImageNet-family loaders: val, V2, -C, -C̄, -R, -A, -O (see :mod:`ensdiv.data.paper.sets`).
+
+Every set must have all of its classes, each a folder holding images: ImageNet train, val, -C and -C̄
+the 1000 ImageNet-1k wnids, ImageNetV2 the folders ``0`` to ``999``, ImageNet-R and -A their 200 wnids
+(timm's lists). ImageNet-O's 200 folders are only checked to be wnids (no list of them ships with timm,
+and its labels are all -1). A folder that deliberately holds fewer classes declares them in
+:data:`~ensdiv.data.paper.common.SUBSET_FILE` (see :mod:`ensdiv.data.paper.common`); labels stay in the
+1000-class order.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +21,11 @@ from ensdiv.data.corruptions import C_CORRUPTIONS, CBAR_CORRUPTIONS, _canonical
 from ensdiv.data.paper.common import (
     CIFAR_C_CORRUPTIONS,
     ImageFileDataset,
+    _class_folders,
     _first_dir,
     _images_in,
     _missing,
+    _shown,
     eval_transform,
 )  # fmt: skip
 from ensdiv.errors import EnsdivError, unknown_name
@@ -27,12 +37,13 @@ __all__ = ["imagenet_wnids", "imagenet_train", "imagenet_val", "imagenet_v2", "i
 def imagenet_wnids(imagenet_root: str | Path | None = None) -> list[str]:
     """The 1000 ImageNet wnids in class-index order.
 
-    The sorted class folders of ``imagenet_root`` (or its ``val/``) when given, else timm's ImageNet-1k
-    list (the same, standard order).
+    The sorted class folders of ``imagenet_root`` (or its ``val/``) when given (all 1000 wnids, or a
+    declared class subset), else timm's ImageNet-1k list (the same, standard order).
     """
     if imagenet_root is not None:
         folder = _imagenet_class_root(Path(imagenet_root))
-        return sorted(p.name for p in folder.iterdir() if p.is_dir())
+        return _class_folders(folder, "ImageNet val", "imagenet", "val/<wnid>/*.JPEG with the 1000 ImageNet wnids",
+                              _timm_list("imagenet_synsets.txt"), noun="ImageNet val wnids")
     return _timm_list("imagenet_synsets.txt")
 
 
@@ -69,25 +80,24 @@ def _wnid_folder_set(
     index: dict[str, int] | None,
     ood: bool = False,
     mask: bool = False,
+    complete: bool = True,
+    noun: str | None = None,
+    name: str | None = None,
 ) -> ImageFileDataset:
-    dirs = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
-    if not dirs:
-        raise _missing(what, folder, expected, key)
-    bad = sorted(p.name for p in dirs if p.name not in set(valid))
-    if bad:
-        raise EnsdivError(
-            f"{what} at {folder} has class folders that are not {what} wnids ({', '.join(bad[:5])}); "
-            f"expected {expected}."
-        )
-    files, targets, classes = [], [], sorted(p.name for p in dirs)
+    """The images of ``folder/<class>/``, its class folders checked by :func:`_class_folders` (all of
+    ``valid``, or a declared subset) and each holding at least one image."""
+    classes = _class_folders(folder, what, key, expected, valid, noun=noun or f"{what} wnids", complete=complete)
+    files, targets, empty = [], [], []
     for wnid in classes:
         imgs = _images_in(folder / wnid)
         files += imgs
         targets += [-1 if ood else index[wnid]] * len(imgs)
-    if not files:
-        raise _missing(what, folder, expected + " (the class folders hold no images)", key)
+        if not imgs:
+            empty.append(wnid)
+    if empty:
+        raise _missing(what, folder, f"{expected} (class folders without images: {_shown(empty)})", key)
     cm = torch.tensor([index[w] for w in classes]) if mask else None
-    return ImageFileDataset(files, targets, transform, name=what, classes=classes, class_mask=cm)
+    return ImageFileDataset(files, targets, transform, name=name or what, classes=classes, class_mask=cm, source=key)
 
 
 def imagenet_val(
@@ -130,23 +140,17 @@ def imagenet_v2(
     transform: Callable | None = None,
     data_config: Mapping[str, Any] | None = None,
 ) -> ImageFileDataset:
-    """ImageNetV2 (``imagenetv2-<variant>-format-val/<class index 0-999>/*.jpeg``)."""
+    """ImageNetV2 (``imagenetv2-<variant>-format-val/<class index 0-999>/*.jpeg``, all 1000 folders)."""
     root = Path(root)
     sub = f"imagenetv2-{variant}-format-val"
     folder = _first_dir(root, [sub, ""], lambda f: any(p.is_dir() and p.name.isdigit() for p in f.iterdir()))
     expected = f"{sub}/<class index 0-999>/*.jpeg"
     if folder is None:
         raise _missing("ImageNetV2", root, expected, "imagenet-v2")
-    files, targets = [], []
-    for d in sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: p.name):
-        if not d.name.isdigit() or not 0 <= int(d.name) < 1000:
-            raise EnsdivError(f"ImageNetV2 folder {d} is not a class index 0-999; expected {expected}.")
-        imgs = _images_in(d)
-        files += imgs
-        targets += [int(d.name)] * len(imgs)
-    return ImageFileDataset(
-        files, targets, transform or eval_transform(data_config), name=f"imagenet-v2/{variant}"
-    )
+    index = {str(i): i for i in range(1000)}
+    return _wnid_folder_set(folder, "ImageNetV2", "imagenet-v2", expected, transform or eval_transform(data_config),
+                            valid=list(index), index=index, noun="ImageNetV2 classes (a class index 0-999)",
+                            name=f"imagenet-v2/{variant}")
 
 
 def _corruption_folder(root: Path, corruption: str, level: str, what: str, key: str, layout: str) -> Path:
@@ -237,7 +241,7 @@ def _subset200(root, what, key, sub, synsets, transform, data_config, imagenet_r
         folder or root / sub,
         what,
         key,
-        f"{sub}/<wnid>/*.jpg with 200 class folders",
+        f"{sub}/<wnid>/*.jpg with its 200 class folders",
         transform or eval_transform(data_config),
         valid=[w for w in _timm_list(synsets) if w in index],
         index=index,
@@ -288,12 +292,16 @@ def imagenet_a(
 def imagenet_o(
     root: str | Path, *, transform: Callable | None = None, data_config: Mapping[str, Any] | None = None
 ) -> ImageFileDataset:
-    """ImageNet-O (``imagenet-o/<wnid>/*.jpg``): OOD for ImageNet-1k models, every label -1."""
+    """ImageNet-O (``imagenet-o/<wnid>/*.jpg``): OOD for ImageNet-1k models, every label -1.
+
+    Its class folders must be wnids holding images; which 200 wnids is not checked (no list ships with
+    timm, and the labels do not depend on them).
+    """
     root = Path(root)
     folder = _first_dir(root, ["imagenet-o", ""], lambda f: bool(_wnid_dirs(f)))
     if folder is None:
         raise _missing("ImageNet-O", root, "imagenet-o/<wnid>/*.jpg", "imagenet-o")
-    wnids = [p.name for p in folder.iterdir() if p.is_dir()]
+    wnids = [p.name for p in folder.iterdir()]
     return _wnid_folder_set(
         folder,
         "ImageNet-O",
@@ -303,4 +311,5 @@ def imagenet_o(
         valid=[w for w in wnids if _is_wnid(w)],
         index=None,
         ood=True,
+        complete=False,
     )

@@ -11,6 +11,12 @@ ImageNet-R and ImageNet-A have 200 of the 1000 ImageNet classes. Their labels ar
 else timm's ImageNet-1k list, which is the same order), and ``dataset.class_mask`` holds the 1000-class
 indices of the dataset's wnid folders: evaluate with ``logits[:, dataset.class_mask]`` and labels
 ``dataset.masked_targets``.
+
+Folder layouts are checked when a set is opened: every class of the set must be a folder holding
+images (ImageNet's 1000 wnids, -R's and -A's 200, DTD's 47, ...), unless the folder declares a class
+subset in :data:`~ensdiv.data.paper.common.SUBSET_FILE`; each image file is checked when it is read
+(a corrupt, truncated, empty or oversized file is a :class:`~ensdiv.errors.CorruptDataError` naming it;
+see :mod:`ensdiv.data.paper.common`).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from ensdiv.data.paper.common import (  # noqa: F401 - re-exported
     IMAGENET_STD,
     ArrayImageDataset,
     ImageFileDataset,
+    _corrupt,
     _first_dir,
     _images_in,
     _missing,
@@ -51,7 +58,7 @@ from ensdiv.data.paper.imagenet import (  # noqa: F401 - re-exported
     imagenet_val,
     imagenet_wnids,
 )
-from ensdiv.errors import CorruptDataError, DataNotFoundError, EnsdivError, unknown_name
+from ensdiv.errors import DataNotFoundError, EnsdivError, unknown_name
 
 __all__ = [
     "eval_transform",
@@ -137,10 +144,6 @@ def load_pickle(path: Path, what: str, source_key: str) -> Any:
         raise _corrupt(what, path, "is truncated (the pickle ends early)", source_key) from None
     except (ValueError, TypeError, AttributeError, IndexError, KeyError, MemoryError, OverflowError) as exc:
         raise _corrupt(what, path, f"is not a valid pickle ({type(exc).__name__}: {exc})", source_key) from None
-
-
-def _corrupt(what: str, path: Path, why: str, source_key: str) -> CorruptDataError:
-    return CorruptDataError(f"The {what} file {path} {why}; delete it and get a good copy from {_SOURCES[source_key]}.")
 
 
 # ---------------------------------------------------------------- CIFAR, CIFAR-C, SVHN
@@ -289,6 +292,7 @@ def textures(
         valid=list(DTD_CLASSES),
         index=None,
         ood=True,
+        noun="DTD classes",
     )
 
 
@@ -298,7 +302,7 @@ def _flat_ood(root, what, key, subs, transform, data_config) -> ImageFileDataset
     if folder is None:
         raise _missing(what, root, f"image files under {subs[0]}/", key)
     files = _images_in(folder)
-    return ImageFileDataset(files, [-1] * len(files), transform or eval_transform(data_config), name=what)
+    return ImageFileDataset(files, [-1] * len(files), transform or eval_transform(data_config), name=what, source=key)
 
 
 def inaturalist_ood(

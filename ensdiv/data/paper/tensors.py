@@ -162,6 +162,8 @@ def _imagenet_val_subset(root: str, per_class: int, seed: int) -> TensorSet:
     torch.cat(x8, out=x)  # uint8 -> float32 in place of a second copy
     name = "imagenet/val-5k" if (per_class, seed) == (5, 0) else f"imagenet/val-{per_class}per-class-seed{seed}"
     what = f"ImageNet-1k val, {per_class} images per class drawn with seed {seed}"
+    if len(ds.classes) < 1000:
+        what += f", from a declared subset of {len(ds.classes)} classes"
     return TensorSet(x.div_(255.0), torch.cat(ys).long(), name, imagenet_wnids(), what)
 
 
@@ -170,7 +172,9 @@ def load_imagenet_val_subset(*, per_class: int = 5, seed: int = 0) -> TensorSet:
 
     The evaluation set of attack-similarity's SAT (§2: "10% ImageNet validation images, i.e., 5,000
     images"; the paper does not say how they were drawn, so we take 5 per class, which keeps every class).
-    A class with fewer images gives all it has. Each image is resized (shorter side 256, bilinear) and
+    A class with fewer images gives all it has; the val folder must have all 1000 class folders, unless
+    it declares a class subset (:data:`~ensdiv.data.paper.common.SUBSET_FILE`; then the set holds those
+    classes only, and its description says so). Each image is resized (shorter side 256, bilinear) and
     centre-cropped to 224, the usual ImageNet evaluation crop; a model with another input resolution
     gets the image resized by :func:`ensdiv.attacks.forward_pixels`, as the paper resizes the attacked
     image for each target. The last set built is kept in memory (5,000 images are 3 GB of float32).
@@ -181,7 +185,9 @@ def load_imagenet_val_subset(*, per_class: int = 5, seed: int = 0) -> TensorSet:
 
     Raises:
         DataNotFoundError: no ``val/<wnid>/*.JPEG`` class folders in ``$ENSDIV_DATA/imagenet`` or
-            ``$ENSDIV_DATA`` (one sentence from :func:`ensdiv.data.paper.imagenet.imagenet_val`).
+            ``$ENSDIV_DATA``, or missing or empty class folders (one sentence from
+            :func:`ensdiv.data.paper.imagenet.imagenet_val`); a :class:`~ensdiv.errors.CorruptDataError`
+            for an unreadable image file.
     """
     return _imagenet_val_subset(str(_imagenet_root()), int(per_class), int(seed))
 

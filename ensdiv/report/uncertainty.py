@@ -1,0 +1,237 @@
+"""Quantities with uncertainty: a point estimate with replicates (or an interval) and the variance it covers.
+
+A claim compares measured numbers; a skeptic asks how much they would move on another draw. Two kinds of
+replicates answer that, and every :class:`Estimate` says which it carries (Bouthillier et al., *Accounting
+for Variance in Machine Learning Benchmarks*, MLSys 2021):
+
+- **evaluation samples** — :func:`paired_bootstrap`: the test images are resampled with replacement and
+  every quantity is recomputed on the resample. One resample of image indices serves every model of the
+  call (the quantities are *paired*: two classifiers that agree on every image have a difference of exactly
+  zero in every replicate). It covers the noise of a finite test set, not of training.
+- **training seeds** — :func:`from_seeds`: one value per independently trained run (initialisation and data
+  order, as the page says). Differences of two quantities with as many seeds are paired by seed.
+
+:func:`correlation` gives a rank or linear correlation with a bootstrap over the (x, y) pairs, or a Fisher
+interval when only ``r`` and ``n`` are known (:func:`fisher_interval`).
+
+The interval of any function of estimates (a difference, a ratio) is computed by the checks
+(:mod:`ensdiv.report.checks`) from the replicates: percentiles of the function over bootstrap replicates of
+one group, a Student-t interval over per-seed values. The default level is :data:`LEVEL` (90 %, a two-sided
+interval whose ends are one-sided 95 % bounds).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ensdiv.errors import InvalidInputError
+
+__all__ = ["LEVEL", "SOURCES", "Estimate", "correlation", "fisher_interval", "from_seeds", "paired_bootstrap"]
+
+#: The book's one interval level.
+LEVEL = 0.90
+#: What an interval can randomise.
+SOURCES = ("evaluation samples", "training seeds", "both", "stated")
+_GROUPS = itertools.count()
+
+
+@dataclass(frozen=True, eq=False)
+class Estimate:
+    """A measured quantity: its value, and replicates or an interval that say how much it would move.
+
+    Args:
+        value: The point estimate (on the full evaluation set, or the mean over seeds).
+        replicates: ``(R,)`` bootstrap replicates or per-seed values; ``None`` when only an interval is known.
+        source: What the replicates randomise, one of :data:`SOURCES`.
+        kind: ``"bootstrap"`` (percentile intervals), ``"seeds"`` (Student-t intervals over the values) or
+            ``"interval"`` (a given interval, ``low``/``high``).
+        group: Estimates of one :func:`paired_bootstrap` call share it: their replicates come from the same
+            resamples and are combined replicate by replicate.
+        low, high: A given interval at :data:`LEVEL` (``kind == "interval"``).
+    """
+
+    value: float
+    replicates: np.ndarray | None = None
+    source: str = "evaluation samples"
+    kind: str = "bootstrap"
+    group: str | None = None
+    low: float | None = None
+    high: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise InvalidInputError(f"An estimate's source must be one of {', '.join(SOURCES)}, got {self.source!r}.")
+        if self.kind not in ("bootstrap", "seeds", "interval"):
+            raise InvalidInputError(f"An estimate's kind must be bootstrap, seeds or interval, got {self.kind!r}.")
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def interval(self, level: float = LEVEL) -> tuple[float, float] | None:
+        """The estimate's own interval at ``level`` (None when it has too few replicates)."""
+        if self.kind == "interval":
+            return (float(self.low), float(self.high)) if self.low is not None and self.high is not None else None
+        return _interval(np.asarray(self.replicates, dtype=float), self.kind, level)
+
+    def __repr__(self) -> str:
+        iv = self.interval()
+        shown = f"[{iv[0]:.4g}, {iv[1]:.4g}]" if iv else "no interval"
+        return f"Estimate({self.value:.4g}, {int(LEVEL * 100)}% {shown}, {self.source})"
+
+
+def _interval(values: np.ndarray, kind: str, level: float) -> tuple[float, float] | None:
+    """Percentile interval of bootstrap replicates, or the Student-t interval of the mean of per-seed values."""
+    values = values[np.isfinite(values)]
+    if kind == "bootstrap":
+        if values.size < 2:
+            return None
+        lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
+        return float(lo), float(hi)
+    if values.size < 2:
+        return None
+    half = stats.t.ppf((1 + level) / 2, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size)
+    return float(values.mean() - half), float(values.mean() + half)
+
+
+def _array(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):  # a torch tensor, without importing torch here
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def paired_bootstrap(
+    per_sample: Mapping[str, Any],
+    *,
+    statistic: Callable[..., float] | Mapping[str, Callable[..., float]] | None = None,
+    n_resamples: int = 1000,
+    seed: int,
+    batch: int = 100,
+) -> dict[str, Estimate]:
+    """Bootstrap replicates of several quantities from one resampling of the evaluation samples.
+
+    Every quantity is computed on the same resamples of sample indices (``scipy.stats.bootstrap`` over the
+    index vector, percentile method), so differences between them are paired.
+
+    Args:
+        per_sample: ``{name: array}`` with the samples on the first axis (``(N,)`` correctness of a model,
+            ``(N, C)`` probabilities), or ``{name: (array, array, ...)}`` for a statistic of several arrays
+            (scores and labels for AUROC); every array has the same ``N``. Torch tensors are accepted.
+        statistic: The statistic of each quantity, called on its arrays restricted to a resample
+            (default: the mean of a single array, vectorised); a mapping gives one per name.
+        n_resamples: Bootstrap resamples.
+        seed: Seeds the resampling.
+        batch: Resamples evaluated at once (memory ``batch x N`` indices).
+
+    Returns:
+        ``{name: Estimate}`` of one group (their replicates are paired).
+
+    Raises:
+        InvalidInputError: no quantity, arrays of different lengths, fewer than two samples.
+
+    Shape:
+        each array: ``(N, ...)``.
+
+    >>> a = np.array([1, 1, 0, 1, 0, 1, 1, 1])
+    >>> est = paired_bootstrap({"a": a, "b": a}, seed=0, n_resamples=200)
+    >>> float(est["a"].value), bool(np.all(est["a"].replicates == est["b"].replicates))
+    (0.75, True)
+    """
+    if not per_sample:
+        raise InvalidInputError("paired_bootstrap needs at least one quantity.")
+    arrays = {k: tuple(map(_array, v)) if isinstance(v, tuple | list) else (_array(v),) for k, v in per_sample.items()}
+    sizes = {a.shape[0] if a.ndim else 0 for arrs in arrays.values() for a in arrs}
+    if len(sizes) != 1:
+        raise InvalidInputError("paired_bootstrap needs every array to have the same number of samples, got "
+                                f"{sorted(sizes)}.")
+    (n,) = sizes
+    if n < 2:
+        raise InvalidInputError(f"paired_bootstrap needs at least two samples, got {n}.")
+    names = list(arrays)
+
+    def stat_of(name: str) -> Callable[..., float] | None:
+        if isinstance(statistic, Mapping):
+            return statistic[name]
+        return statistic
+
+    def on(idx: np.ndarray) -> np.ndarray:  # idx: (..., n) -> (len(names), ...)
+        rows = []
+        for name in names:
+            fn, arrs = stat_of(name), arrays[name]
+            if fn is None:
+                if len(arrs) != 1:
+                    raise InvalidInputError(f"Quantity {name!r} has several arrays; give its statistic.")
+                rows.append(arrs[0].astype(float)[idx].mean(axis=-1))
+            else:
+                flat = idx.reshape(-1, n)
+                rows.append(np.array([fn(*(a[i] for a in arrs)) for i in flat], dtype=float).reshape(idx.shape[:-1]))
+        return np.stack(rows)
+
+    res = stats.bootstrap((np.arange(n),), lambda idx, axis=-1: on(np.moveaxis(idx, axis, -1)), vectorized=True,
+                          n_resamples=n_resamples, batch=batch, method="percentile", confidence_level=LEVEL,
+                          random_state=np.random.default_rng(seed))
+    point = on(np.arange(n))
+    group = f"bootstrap-{next(_GROUPS)}"
+    dist = np.asarray(res.bootstrap_distribution).reshape(len(names), -1)
+    return {name: Estimate(float(point[i]), dist[i], "evaluation samples", "bootstrap", group)
+            for i, name in enumerate(names)}
+
+
+def from_seeds(values: Sequence[float] | Any, *, source: str = "training seeds") -> Estimate:
+    """An estimate from one value per training seed: the mean, with the seeds as its replicates.
+
+    Two seed estimates with as many seeds are compared seed by seed (the k-th run of each method shares its
+    seed), so pass the values in seed order.
+
+    >>> from_seeds([0.90, 0.92, 0.91]).value
+    0.91
+    """
+    arr = _array(values).astype(float).ravel()
+    if arr.size == 0:
+        raise InvalidInputError("from_seeds needs at least one value.")
+    return Estimate(float(np.round(arr.mean(), 12)), arr, source, "seeds")
+
+
+def fisher_interval(r: float, n: int, *, level: float = LEVEL) -> tuple[float, float]:
+    """The Fisher z interval of a correlation ``r`` over ``n`` pairs: ``tanh(atanh(r) ± z / sqrt(n - 3))``.
+
+    >>> [round(v, 3) for v in fisher_interval(0.5, 28)]
+    [0.217, 0.706]
+    """
+    if n <= 3:
+        raise InvalidInputError(f"A Fisher interval needs more than 3 pairs, got {n}.")
+    z = stats.norm.ppf((1 + level) / 2) / math.sqrt(n - 3)
+    r = min(max(float(r), -0.999999), 0.999999)
+    return math.tanh(math.atanh(r) - z), math.tanh(math.atanh(r) + z)
+
+
+def correlation(x: Any, y: Any, *, method: str = "spearman", seed: int, n_resamples: int = 1000) -> Estimate:
+    """A correlation with its bootstrap interval over the (x, y) pairs (resampled together).
+
+    Args:
+        x, y: Paired observations ``(n,)``.
+        method: ``"spearman"`` or ``"pearson"``.
+        seed: Seeds the resampling.
+
+    Returns:
+        An :class:`Estimate` whose replicates randomise the pairs (``source="evaluation samples"``: the
+        models or ensembles observed are the sample).
+    """
+    x, y = _array(x).astype(float).ravel(), _array(y).astype(float).ravel()
+    if x.shape != y.shape or x.size < 4:
+        raise InvalidInputError(f"correlation needs two equally long series of at least 4 values, got {x.size} and "
+                                f"{y.size}.")
+    fn = {"spearman": lambda a, b: stats.spearmanr(a, b)[0], "pearson": lambda a, b: stats.pearsonr(a, b)[0]}
+    if method not in fn:
+        raise InvalidInputError(f"correlation's method must be spearman or pearson, got {method!r}.")
+    f = fn[method]
+    res = stats.bootstrap((x, y), f, paired=True, vectorized=False, n_resamples=n_resamples, method="percentile",
+                          confidence_level=LEVEL, random_state=np.random.default_rng(seed))
+    return Estimate(float(f(x, y)), np.asarray(res.bootstrap_distribution, dtype=float), "evaluation samples",
+                    "bootstrap", f"bootstrap-{next(_GROUPS)}")

@@ -1,0 +1,289 @@
+"""Reliability of the book's runs (issue #26, items 2-4): claim records that belong to a finished run,
+reruns that see every data file a page read, and signals that leave no orphan or partial file.
+
+Each test is named after the item it covers; each failed on the main branch before the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+from ensdiv import report
+from ensdiv.chapters import runner
+from ensdiv.errors import EnsdivError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CLAIM = ('import ensdiv as ed\n'
+         'ed.report.claim(paper="foundations", item="{item}", claim="x is below y.", '
+         'checks=[ed.report.less("x", "y")], ours={{"x": {x}, "y": 2}}, scale=scale)')
+
+
+def _notebook(path: Path, *cells: str, params: str = 'scale = "cpu"') -> Path:
+    nb = nbformat.v4.new_notebook()
+    first = nbformat.v4.new_code_cell(params)
+    first.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Tiny page"), first, *map(nbformat.v4.new_code_cell, cells)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENSDIV_BUILD", str(tmp_path / "build"))
+    monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ENSDIV_NOTEBOOK", raising=False)
+    monkeypatch.delenv("ENSDIV_DATA", raising=False)
+    return tmp_path
+
+
+def _run(nb: Path, out: Path, **kw) -> runner.NotebookResult:
+    return runner.run_notebooks([nb], scale="cpu", out_root=out, progress=False, root=nb.parent, **kw)[0]
+
+
+def _page(out: Path, nb: Path) -> report.PageRun:
+    return runner.page_run(out / nb.name, nb.name)
+
+
+def _rows(page: str) -> str:
+    """The rows of the claims table (the page's text around it names every verdict)."""
+    return "\n".join(line for line in page.splitlines() if line.startswith("| ") and "---" not in line)
+
+
+def _tiny_book(folder: Path, pages: dict[str, str]) -> Path:
+    (folder / "book").mkdir(parents=True)
+    (folder / "_config.yml").write_text('title: tiny\nauthor: t\nonly_build_toc_files: true\n'
+                                        'execute:\n  execute_notebooks: "off"\n')
+    chapters = "".join(f"- file: {name}\n" for name in pages)
+    (folder / "_toc.yml").write_text(f"format: jb-book\nroot: book/claims\nchapters:\n{chapters}")
+    (folder / "book" / "claims.md").write_text("# Claims at a glance\n\nplaceholder\n")
+    for name, body in pages.items():
+        _notebook(folder / f"{name}.ipynb", body)
+    return folder
+
+
+# --- item 2: claim records belong to a finished run ------------------------------------------------------------
+
+def test_item2_a_claim_the_page_no_longer_makes_is_gone(env):
+    nb = _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1), CLAIM.format(item="Fig. B", x=3))
+    out = env / "out"
+    assert _run(nb, out).status == "ok"
+    assert [r["item"] for r in _page(out, nb).records] == ["Fig. A", "Fig. B"]
+    _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1))
+    assert _run(nb, out).status == "ok"
+    page = _page(out, nb)
+    assert [(r["item"], r["verdict"], r["notebook"]) for r in page.records] == [("Fig. A", "holds", "a.ipynb")]
+    assert not (env / "build" / "claims").exists()  # nothing written outside the run's own copy
+
+
+def test_item2_a_failed_page_is_failed_in_every_build_mode(env):
+    """A page that held, then fails: an --html-only build afterwards shows it failed, not its old verdict."""
+    book = _tiny_book(env / "book", {"a": CLAIM.format(item="Fig. A", x=1)})
+    results, _ = runner.build_book(scale="cpu", root=book)
+    assert [r.status for r in results] == ["ok"]
+    _notebook(book / "a.ipynb", 'raise RuntimeError("broken page")')
+    assert runner.run_notebooks([book / "a.ipynb"], scale="cpu", root=book, progress=False)[0].status == "failed"
+    results, index = runner.build_book(scale="cpu", root=book, html_only=True)
+    assert results == []
+    page = _rows((env / "build" / "claims.md").read_text())
+    assert "**failed**" in page and "broken page" in page and "**holds**" not in page
+    assert "failed" in (index.parent / "book" / "claims.html").read_text()
+
+
+def test_item2_an_interrupted_run_leaves_the_previous_page_and_records(env, monkeypatch):
+    """Ctrl-C after the claim cell: the executed copy and its records stay the previous run's, and no
+    partial notebook, staging folder or read log is left behind."""
+    nb = _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1))
+    out = env / "out"
+    assert _run(nb, out).status == "ok"
+    before = (out / "a.ipynb").read_bytes()
+    _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=5))
+    real = papermill.execute_notebook
+
+    def interrupted(*args, **kwargs):
+        real(*args, **kwargs)  # the claim cell ran and staged its record ...
+        raise KeyboardInterrupt  # ... then the user pressed Ctrl-C
+
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _run(nb, out)
+    assert (out / "a.ipynb").read_bytes() == before
+    assert [r["verdict"] for r in _page(out, nb).records] == ["holds"]
+    assert sorted(p.name for p in out.iterdir()) == ["a.ipynb", "a.lock"]
+
+
+def test_item2_records_from_outside_a_run_or_another_scale_never_reach_the_book(env):
+    nb = _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1))
+    out = env / "out"
+    assert _run(nb, out).status == "ok"
+    # a claim of the same name from a plain Python session, and a record of another scale copied in
+    report.claim(paper="foundations", item="Fig. A", claim="x is below y.", checks=[report.less("x", "y")],
+                 ours={"x": 9, "y": 2}, scale="cpu")
+    stray = env / "build" / "claims" / "cpu" / "foundations__fig-a.json"
+    assert json.loads(stray.read_text())["verdict"] == "does not hold"
+    (env / "build" / "claims" / "smoke").mkdir(parents=True)
+    (env / "build" / "claims" / "smoke" / "x.json").write_text(stray.read_text())
+    page = _rows(report.claims_page("cpu", [_page(out, nb)]))
+    assert "**holds**" in page and "does not hold" not in page
+    # a page that writes a claim at another scale than its run's fails, in one sentence
+    other = _notebook(env / "b.ipynb", CLAIM.format(item="Fig. B", x=1).replace("scale=scale", 'scale="paper"'))
+    res = _run(other, out)
+    assert res.status == "failed" and "made at scale 'paper', not 'cpu'" in res.error
+    assert _page(out, other).status == "failed"
+
+
+def test_item2_a_malformed_record_is_one_sentence_naming_the_file(env):
+    nb = _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1))
+    out = env / "out"
+    assert _run(nb, out).status == "ok"
+    copy = json.loads((out / "a.ipynb").read_text())
+    for bad, why in [({"paper": "sed"}, "lacks the field"), ({**copy["metadata"]["ensdiv"]["claims"][0], "checks": 3},
+                                                             "wrong type"),
+                     ({**copy["metadata"]["ensdiv"]["claims"][0], "verdict": "sure"}, "is not one of")]:
+        edited = json.loads(json.dumps(copy))
+        edited["metadata"]["ensdiv"]["claims"] = [bad]
+        (out / "a.ipynb").write_text(json.dumps(edited))
+        with pytest.raises(EnsdivError, match=why) as err:
+            _page(out, nb)
+        assert str(out / "a.ipynb") in str(err.value) and "\n" not in str(err.value)
+    staged = env / "staged"
+    staged.mkdir()
+    (staged / "x.json").write_text("[1, 2]")
+    with pytest.raises(EnsdivError, match="x.json.*not a JSON object"):
+        report.read_records(staged)
+
+
+# --- item 3: reruns that see every file a page read ---------------------------------------------------------------
+
+def test_item3_a_deep_data_change_reruns_the_page(env, monkeypatch):
+    """A page reads one image four levels below $ENSDIV_DATA (as ImageNet's val/<wnid>/ layout is); the
+    page re-runs when that image is overwritten or a file is added beside it, not otherwise."""
+    data = env / "data"
+    deep = data / "imagenet" / "val" / "n01440764"
+    deep.mkdir(parents=True)
+    image = deep / "ILSVRC2012_val_00000293.JPEG"
+    image.write_bytes(b"a" * 100)
+    monkeypatch.setenv("ENSDIV_DATA", str(data))
+    nb = _notebook(env / "a.ipynb", "import os\nimport ensdiv\n"
+                   "folder = os.path.join(os.environ['ENSDIV_DATA'], 'imagenet', 'val', 'n01440764')\n"
+                   "print(len(open(os.path.join(folder, sorted(os.listdir(folder))[0]), 'rb').read()))")
+    out = env / "out"
+    assert _run(nb, out).status == "ok"
+    assert _run(nb, out).status == "cached"
+    reads = json.loads((out / "a.ipynb").read_text())["metadata"]["ensdiv"]["reads"]
+    assert reads["folders"] == [str(deep)]
+    image.write_bytes(b"b" * 100)  # same size, new content: the modification time moves
+    os.utime(image, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    assert _run(nb, out).status == "ok"
+    assert _run(nb, out).status == "cached"
+    (deep / "ILSVRC2012_val_00000001.JPEG").write_bytes(b"c")
+    assert _run(nb, out).status == "ok"
+
+
+# --- item 4: signals, one build at a time, no partial files --------------------------------------------------------
+
+def _wait_for(path: Path, seconds: float = 120.0) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.2)
+    raise AssertionError(f"{path} did not appear")
+
+
+def _gone(pid: int, seconds: float = 20.0) -> bool:
+    import psutil
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _cli(env: Path, book: Path, script: str, *args: str) -> subprocess.Popen:
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from ensdiv.chapters import cli, runner
+        runner.project_root = lambda: Path({str(book)!r})
+        {script}
+        sys.exit(cli.main({list(args)!r}))
+    """)
+    return subprocess.Popen([sys.executable, "-c", code], env={**os.environ}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_item4_sigterm_to_ensdiv_book_ends_jupyter_book(env):
+    book = _tiny_book(env / "book", {"a": "print(1)"})
+    pidfile = env / "jb.pid"
+    sleeper = f"import os, time, pathlib; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid())); time.sleep(300)"
+    fake_jb = f"runner._jupyter_book = lambda: [sys.executable, '-c', {sleeper!r}, '--']"
+    proc = _cli(env, book, fake_jb, "book", "--scale", "smoke", "--html-only")
+    try:
+        jb = int(_wait_for(pidfile))
+    except AssertionError:
+        proc.kill()
+        raise AssertionError(proc.communicate()[1][-2000:]) from None
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err
+    assert _gone(jb), "jupyter-book outlived `ensdiv book`"
+    # the build lock was released: the next build may start
+    with runner._build_lock(env / "build"):
+        pass
+
+
+@pytest.mark.slow
+def test_item4_sigterm_to_ensdiv_run_ends_the_kernel_and_leaves_no_partial(env):
+    book = env / "book"
+    pidfile = env / "kernel.pid"
+    nb = _notebook(book / "a.ipynb", f"import os, time, pathlib\npathlib.Path({str(pidfile)!r}).write_text("
+                   "str(os.getpid()))\ntime.sleep(300)")
+    proc = _cli(env, book, "", "run", str(nb), "--scale", "smoke")
+    kernel = int(_wait_for(pidfile))
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert _gone(kernel), "the notebook's kernel outlived `ensdiv run`"
+    executed = env / "build" / "executed" / "smoke"
+    assert sorted(p.name for p in executed.rglob("*") if p.is_file()) == ["a.lock"]
+
+
+def test_item4_one_build_at_a_time_per_build_folder(env):
+    with runner._build_lock(env / "build"):
+        with pytest.raises(EnsdivError, match=f"is building into {env / 'build'}") as err:
+            runner.build_book(scale="smoke", root=env)
+    assert str(os.getpid()) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_item4_partials_of_dead_runs_are_removed(env):
+    nb = _notebook(env / "a.ipynb", "print(1)")
+    out = env / "out"
+    out.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (out / f"a.partial-{dead.pid}.ipynb").write_text("{}")
+    (out / f".a.run-{dead.pid}").mkdir()
+    alive = out / f"a.partial-{os.getppid()}.ipynb"  # a live process's run is left alone
+    alive.write_text("{}")
+    assert _run(nb, out).status == "ok"
+    assert sorted(p.name for p in out.iterdir()) == sorted(["a.ipynb", "a.lock", alive.name])

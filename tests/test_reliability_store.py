@@ -1,0 +1,119 @@
+"""Issue #26, item 5: the store checks that what it serves is the entry of the configuration asked for,
+and ``read_config`` returns ``None`` for any file a load would not serve."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+
+import pytest
+import torch
+
+from ensdiv.store import _MAGIC, CorruptEntryWarning, StaleEntryWarning, config_key
+
+A, B = {"name": "a", "seed": 0}, {"name": "b", "seed": 1}
+
+
+def _entry_file(body: bytes) -> bytes:
+    """``body`` behind a valid store header (its checksum right), as a forger would write it."""
+    return _MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+
+
+def _place(store, config, how: str, source):
+    dest = store.path("preds", config_key(config))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if how == "copy":
+        shutil.copyfile(source, dest)
+    elif how == "symlink":
+        dest.symlink_to(source)
+    else:
+        os.link(source, dest)
+    return dest
+
+
+@pytest.mark.parametrize("how", ["copy", "symlink", "hardlink"])
+def test_item5_entry_under_another_keys_name_is_a_miss_warned_and_recomputed(tmp_store, how):
+    a_path = tmp_store.save("preds", A, torch.tensor([1.0, 2.0]))
+    b_path = _place(tmp_store, B, how, a_path)
+    assert tmp_store.read_config(b_path) is None  # A's config under B's name: not served
+    with pytest.warns(StaleEntryWarning, match=f"Cache entry {b_path} holds the entry of another configuration"):
+        assert tmp_store.load("preds", B) is None
+    assert not b_path.exists() and not b_path.is_symlink()  # B's name is gone ...
+    assert a_path.read_bytes().startswith(_MAGIC)  # ... A's entry it pointed to is left alone
+    assert tmp_store.load("preds", A).tolist() == [1.0, 2.0]
+    # recomputed under B's name: a regular file of B's own
+    _place(tmp_store, B, how, a_path)
+    with pytest.warns(StaleEntryWarning):
+        got = tmp_store.get_or_compute("preds", B, lambda: torch.tensor([7.0]))
+    assert got.tolist() == [7.0]
+    assert not b_path.is_symlink() and b_path.stat().st_nlink == 1
+    assert tmp_store.read_config(b_path) == {"name": "b", "seed": 1}
+    assert tmp_store.load("preds", B).tolist() == [7.0]  # a hit now, no warning
+    assert tmp_store.get_or_compute("preds", A, lambda: pytest.fail("A recomputed")).tolist() == [1.0, 2.0]
+
+
+def test_item5_stale_warning_is_a_corrupt_entry_warning_with_its_own_message():
+    assert issubclass(StaleEntryWarning, CorruptEntryWarning)
+
+
+def test_item5_int_and_float_configs_are_different_entries(tmp_store):
+    one = tmp_store.save("preds", {"lr": 1}, torch.zeros(1))
+    other = _place(tmp_store, {"lr": 1.0}, "copy", one)  # equal in Python (1 == 1.0), not the same key
+    with pytest.warns(StaleEntryWarning):
+        assert tmp_store.load("preds", {"lr": 1.0}) is None
+    assert not other.exists() and tmp_store.load("preds", {"lr": 1}).tolist() == [0.0]
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param(lambda: torch.ones(3), id="bare-tensor"),
+    pytest.param(lambda: {"payload": 1}, id="no-config"),
+    pytest.param(lambda: {"config": "a", "payload": 1}, id="config-not-a-dict"),
+    pytest.param(lambda: {"config": A, "payload": 1, "extra": 2}, id="extra-key"),
+])
+def test_item5_entry_without_the_config_payload_shape_is_corrupt(tmp_store, body):
+    buf = io.BytesIO()
+    torch.save(body(), buf)
+    path = tmp_store.path("preds", config_key(A))
+    path.parent.mkdir(parents=True)
+    path.write_bytes(_entry_file(buf.getvalue()))
+    assert tmp_store.read_config(path) is None
+    with pytest.warns(CorruptEntryWarning, match="is corrupt"):
+        assert tmp_store.load("preds", A) is None
+    assert not path.exists()
+    assert tmp_store.get_or_compute("preds", A, lambda: torch.tensor([3.0])).tolist() == [3.0]
+
+
+class _Boom:
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+def _code_pickle() -> bytes:
+    buf = io.BytesIO()
+    torch.save({"config": A, "payload": _Boom()}, buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("content", [
+    pytest.param(lambda good: os.urandom(300), id="garbage"),
+    pytest.param(lambda good: b"", id="empty"),
+    pytest.param(lambda good: good[: len(good) // 2], id="truncated"),
+    pytest.param(lambda good: good[: len(_MAGIC) + 65], id="header-only"),
+    pytest.param(lambda good: _entry_file(_code_pickle()), id="torch-file-with-code"),
+    pytest.param(lambda good: _code_pickle(), id="torch-file-with-code-no-header"),
+])
+def test_item5_read_config_returns_none_for_unreadable_files(tmp_store, tmp_path, content, capfd):
+    good = tmp_store.save("preds", A, torch.arange(50.0)).read_bytes()
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(content(good))
+    assert tmp_store.read_config(bad) is None
+    assert "pwned" not in capfd.readouterr().out
+
+
+def test_item5_read_config_of_missing_or_folder_is_none(tmp_store, tmp_path):
+    assert tmp_store.read_config(tmp_path / "nowhere.pt") is None
+    assert tmp_store.read_config(tmp_path) is None
+    path = tmp_store.save("preds", A, 1)
+    assert tmp_store.read_config(path) == A
