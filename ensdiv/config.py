@@ -315,6 +315,7 @@ DEFAULT_RANGES: list[tuple[str, Range]] = [
     ("n_init", at_least(1)),
     ("n_estimators", at_least(1)),
     ("n_draws", at_least(1)),
+    ("n_resamples", at_least(2)),
     ("seed", at_least(0)),
     ("seeds", at_least(0)),
     ("*_seed", at_least(0)),

@@ -65,7 +65,6 @@ NOT_YET_AUDITED = {
     "notebooks/design-diversity/tab02_equitability.ipynb",
     "notebooks/design-diversity/tabA_zoo_training.ipynb",
     "notebooks/foundations/corruptions.ipynb",
-    "notebooks/foundations/deep_ensemble_basics.ipynb",
     "notebooks/foundations/measuring_diversity.ipynb",
     "notebooks/foundations/zoo.ipynb",
     "notebooks/packed-ensembles/appE_ood_criteria.ipynb",

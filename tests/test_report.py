@@ -95,6 +95,9 @@ def test_verdict_counts_against_every_check_the_claim_has():
     (greater("a", "b", margin=1.0), {"a": 3.0, "b": 2.0}, F),
     (greater("a", "b", margin=1.0), {"a": 3.5, "b": 2.0}, P),
     (ratio_above("a", "b", 2.0), {"a": 4.2, "b": 2.0}, P),
+    (report.noninferior("a", "b", margin=1.0), {"a": 93.5, "b": 94.0}, P),  # 0.5 points worse: within 1
+    (report.noninferior("a", "b", margin=1.0), {"a": 92.5, "b": 94.0}, F),
+    (report.noninferior("a", "b", margin=0.1, higher_is_better=False), {"a": 0.25, "b": 0.2}, P),
     (ratio_above("a", "b", 2.0), {"a": 3.8, "b": 2.0}, F),
     (negative("r"), {"r": -0.2}, P),
     (negative("r"), {"r": 0.0}, F),
@@ -314,6 +317,16 @@ def test_a_check_that_passes_with_no_effect_is_not_counted():
     assert c.verdict == "holds" and c.strength()["counted"] == 1 and c.strength()["excluded"] == 1
     equivalence = _claim(checks=[within("a", "b", abs=0.1)], ours={"a": 1.0, "b": 1.05})
     assert equivalence.checks[0]["null"] == F  # the null of an equivalence is a gap of twice the tolerance
+
+
+def test_noninferior_null_is_worse_by_twice_the_margin():
+    c = _claim(checks=[report.noninferior("pe", "de", margin=1.0)], ours={"pe": 94.5, "de": 95.0})
+    assert c.checks[0]["null"] == F and c.checks[0]["counted"] and c.verdict == "holds"
+    assert report.null_values(report.noninferior("pe", "de", margin=1.0), {"pe": 94.5, "de": 95.0})["pe"] == 93.0
+    with pytest.raises(EnsdivError, match="positive margin"):
+        report.noninferior("a", "b", margin=0)
+    greater_with_stated_null = greater("acc", "chance", null={"acc": 0.1})
+    assert report.null_values(greater_with_stated_null, {"acc": 0.9, "chance": 0.1}) == {"acc": 0.1, "chance": 0.1}
 
 
 def test_a_check_without_a_null_says_why():

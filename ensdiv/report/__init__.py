@@ -57,6 +57,8 @@ from ensdiv.report.checks import (
     greater,
     less,
     negative,
+    noninferior,
+    null_values,
     positive,
     ratio_above,
     significant,
@@ -89,8 +91,7 @@ from ensdiv.report.uncertainty import (
 __all__ = [
     "LEVEL", "OUTCOMES", "PAPERS", "SCALES", "SOURCES", "STAGING_ENV", "VERDICTS", "Check", "Claim", "Estimate",
     "Outcome", "PageRun", "above", "audit", "below", "chapter_summary", "check_record", "claim", "claims_dir",
-    "claims_page",
-    "correlated", "correlation", "describe_strength", "evaluate", "fisher_interval", "from_seeds", "greater", "less",
-    "load_claims", "negative", "paired_bootstrap", "positive", "ratio_above", "read_records", "significant", "slug",
-    "strength_of", "verdict", "within",
+    "claims_page", "correlated", "correlation", "describe_strength", "evaluate", "fisher_interval", "from_seeds",
+    "greater", "less", "load_claims", "negative", "noninferior", "null_values", "paired_bootstrap", "positive",
+    "ratio_above", "read_records", "significant", "slug", "strength_of", "verdict", "within",
 ]

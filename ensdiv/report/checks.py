@@ -29,7 +29,8 @@ from ensdiv.errors import InvalidInputError
 from ensdiv.report.uncertainty import LEVEL, Estimate, _interval
 
 __all__ = ["OUTCOMES", "SCALES", "VERDICTS", "Check", "Outcome", "above", "below", "correlated", "evaluate",
-           "greater", "less", "negative", "positive", "ratio_above", "significant", "verdict", "within"]
+           "greater", "less", "negative", "noninferior", "null_values", "positive", "ratio_above", "significant",
+           "verdict", "within"]
 
 SCALES = ("smoke", "cpu", "paper")
 VERDICTS = ("holds", "holds partly", "mixed", "inconclusive", "does not hold", "not testable at this scale")
@@ -215,20 +216,45 @@ def _fmt_name(text: str, name: str | None) -> str:
     return name or text
 
 
-def less(a: str, b: str, *, name: str | None = None, margin: float = 0.0, cites: str = "") -> Check:
+def _null_of(a: str, b: str, null: Mapping[str, float] | None) -> Any:
+    return null if null is not None else (lambda v: {a: v[b]})
+
+
+def less(a: str, b: str, *, name: str | None = None, margin: float = 0.0, cites: str = "",
+         null: Mapping[str, float] | None = None) -> Check:
     """Check that ``a < b - margin`` (with estimates: the interval of ``a - b`` lies below ``-margin``).
-    Null: ``a = b``."""
+    Null: ``a = b`` (or the values ``null`` states)."""
     by = f" by more than {margin:g}" if margin else ""
     return Check(_fmt_name(f"{a} is less than {b}{by}", name), needs=(a, b), statistic=lambda v: v[a] - v[b],
-                 region=("<", -margin), null=lambda v: {a: v[b]}, cites=cites)
+                 region=("<", -margin), null=_null_of(a, b, null), cites=cites)
 
 
-def greater(a: str, b: str, *, name: str | None = None, margin: float = 0.0, cites: str = "") -> Check:
+def greater(a: str, b: str, *, name: str | None = None, margin: float = 0.0, cites: str = "",
+            null: Mapping[str, float] | None = None) -> Check:
     """Check that ``a > b + margin`` (with estimates: the interval of ``a - b`` lies above ``margin``).
-    Null: ``a = b``."""
+    Null: ``a = b`` (or the values ``null`` states)."""
     by = f" by more than {margin:g}" if margin else ""
     return Check(_fmt_name(f"{a} is greater than {b}{by}", name), needs=(a, b), statistic=lambda v: v[a] - v[b],
-                 region=(">", margin), null=lambda v: {a: v[b]}, cites=cites)
+                 region=(">", margin), null=_null_of(a, b, null), cites=cites)
+
+
+def noninferior(a: str, b: str, *, margin: float, higher_is_better: bool = True, name: str | None = None,
+                cites: str = "") -> Check:
+    """Check that ``a`` is no worse than ``b`` by more than ``margin`` (a non-inferiority claim: "matches",
+    "on par with"): ``a - b > -margin`` when higher is better, ``a - b < margin`` otherwise; with estimates,
+    the whole interval of ``a - b`` lies on the good side of the margin. Null: ``a`` worse than ``b`` by twice
+    the margin (equality is not "no effect" here: it is what the claim says).
+
+    Raises:
+        InvalidInputError: a margin that is not positive.
+    """
+    if not margin > 0:
+        raise InvalidInputError(f"noninferior() needs a positive margin, got {margin!r}.")
+    word = "lower" if higher_is_better else "higher"
+    sign = 1.0 if higher_is_better else -1.0
+    return Check(_fmt_name(f"{a} is not {word} than {b} by more than {margin:g}", name), needs=(a, b),
+                 statistic=lambda v: v[a] - v[b], region=(">", -margin) if higher_is_better else ("<", margin),
+                 null=lambda v: {a: v[b] - sign * 2 * margin}, cites=cites)
 
 
 def ratio_above(a: str, b: str, ratio: float, *, name: str | None = None, cites: str = "") -> Check:

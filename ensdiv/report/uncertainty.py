@@ -124,7 +124,8 @@ def paired_bootstrap(
             ``(N, C)`` probabilities), or ``{name: (array, array, ...)}`` for a statistic of several arrays
             (scores and labels for AUROC); every array has the same ``N``. Torch tensors are accepted.
         statistic: The statistic of each quantity, called on its arrays restricted to a resample
-            (default: the mean of a single array, vectorised); a mapping gives one per name.
+            (default: the mean of a single array, vectorised); a mapping gives one per name (a name it
+            lacks gets the mean).
         n_resamples: Bootstrap resamples.
         seed: Seeds the resampling.
         batch: Resamples evaluated at once (memory ``batch x N`` indices).
@@ -157,7 +158,7 @@ def paired_bootstrap(
 
     def stat_of(name: str) -> Callable[..., float] | None:
         if isinstance(statistic, Mapping):
-            return statistic[name]
+            return statistic.get(name)
         return statistic
 
     def on(idx: np.ndarray) -> np.ndarray:  # idx: (..., n) -> (len(names), ...)
