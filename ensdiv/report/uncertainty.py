@@ -10,6 +10,7 @@ for Variance in Machine Learning Benchmarks*, MLSys 2021):
   zero in every replicate). It covers the noise of a finite test set, not of training.
 - **training seeds** — :func:`from_seeds`: one value per independently trained run (initialisation and data
   order, as the page says). Differences of two quantities with as many seeds are paired by seed.
+  ``from_seeds(values, source="timing repeats")`` holds repeated timings of one measurement the same way.
 
 :func:`correlation` gives a rank or linear correlation with a bootstrap over the (x, y) pairs, or a Fisher
 interval when only ``r`` and ``n`` are known (:func:`fisher_interval`).
@@ -38,7 +39,7 @@ __all__ = ["LEVEL", "SOURCES", "Estimate", "correlation", "fisher_interval", "fr
 #: The book's one interval level.
 LEVEL = 0.90
 #: What an interval can randomise.
-SOURCES = ("evaluation samples", "training seeds", "both", "stated")
+SOURCES = ("evaluation samples", "training seeds", "timing repeats", "both", "stated")
 _GROUPS = itertools.count()
 
 
