@@ -112,7 +112,7 @@ def test_spearman_matches_scipy_and_bootstrap_is_deterministic():
     a = ch.spearman_ci(x, y, n_boot=200, ci=0.9, seed=7)
     b = ch.spearman_ci(x, y, n_boot=200, ci=0.9, seed=7)
     c = ch.spearman_ci(x, y, n_boot=200, ci=0.9, seed=8)
-    assert a == b
+    assert np.array_equal(a.pop("replicates"), b.pop("replicates")) and a == b
     assert (a["low"], a["high"]) != (c["low"], c["high"])
     assert a["rho"] == pytest.approx(stats.spearmanr(x, y).statistic)
     assert a["low"] < a["rho"] < a["high"] and a["n"] == 60
@@ -153,18 +153,82 @@ def test_partial_spearman_hand_case():
     assert math.isnan(ch.partial_spearman([1, 2, np.nan], [1, 2, 3], [3, 2, 1]))
 
 
-def test_ranked_table_keeps_intervals_that_exclude_zero():
-    corr = pd.DataFrame([
-        {"measure": "disagreement", "outcome": o, "rho": 0.3, "low": 0.1, "high": 0.5, "n": 50, "partial": 0.2}
-        for o in ch.OUTCOMES
-    ] + [
-        {"measure": "pds", "outcome": "auroc_pds", "rho": -0.6, "low": -0.8, "high": -0.4, "n": 50, "partial": -0.5},
-        {"measure": "unique", "outcome": "auroc_pds", "rho": 0.9, "low": -0.1, "high": 0.95, "n": 50, "partial": 0.0},
-        {"measure": "cka", "outcome": "auroc_pds", "rho": 0.95, "low": 0.9, "high": 0.99, "n": 5, "partial": 0.9},
-    ])
-    t = ch.ranked_table(corr)
-    rows = t[t.outcome == "auroc_pds"]
-    assert list(rows.measure) == ["PDS", "disagreement"]  # |−0.6| first; unique (0 inside) and cka (n 5) dropped
+def _naive_member_bootstrap(x, y, groups, n_boot, seed):
+    """The member bootstrap written as a plain loop: draw the non-fixed members with replacement, weight each
+    ensemble by the product of its members' counts, Spearman of the repeated rows (scipy)."""
+    fixed = set.intersection(*map(set, groups))
+    ids = sorted({m for g in groups for m in g} - fixed)
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_boot):
+        drawn = rng.choice(ids, size=len(ids), replace=True)
+        counts = {m: int((drawn == m).sum()) for m in ids}
+        w = np.array([np.prod([counts[m] for m in g if m not in fixed]) for g in groups], dtype=int)
+        if w.sum() >= 4:
+            r = stats.spearmanr(np.repeat(x, w), np.repeat(y, w)).statistic
+            if np.isfinite(r):
+                out.append(r)
+    return np.array(out)
+
+
+def test_member_bootstrap_matches_a_naive_loop_and_fixes_the_shared_base():
+    """Zoo-like pairs: member 0 (the base) is in every ensemble and is fixed; each other member is in one pair
+    and in triples with its neighbour. The helper's replicates have the naive loop's mean and spread."""
+    rng = np.random.default_rng(0)
+    groups = [(0, i) for i in range(1, 25)] + [(0, i, i + 1) for i in range(1, 24)]
+    x = rng.normal(size=len(groups))
+    y = 0.5 * x + rng.normal(size=len(groups))
+    r = ch.member_bootstrap(x, y, groups, n_boot=2000, ci=0.9, seed=3)
+    naive = _naive_member_bootstrap(x, y, groups, 2000, seed=11)
+    assert r["rho"] == pytest.approx(stats.spearmanr(x, y).statistic)
+    reps = r["replicates"][np.isfinite(r["replicates"])]
+    assert reps.mean() == pytest.approx(naive.mean(), abs=0.02)
+    assert reps.std() == pytest.approx(naive.std(), rel=0.1)
+    # resampling ensembles as if independent understates the spread when they share members
+    pairs = ch.spearman_ci(x, y, n_boot=2000, ci=0.9, seed=3)
+    assert reps.std() > pairs["replicates"].std()
+
+
+def test_member_bootstrap_bad_input_and_small_samples():
+    with pytest.raises(InvalidInputError, match="one x, y and member tuple per ensemble"):
+        ch.member_bootstrap([1, 2, 3, 4], [1, 2, 3, 4], [(0, 1)] * 3)
+    tiny = ch.member_bootstrap([1, 2, 3], [3, 1, 2], [(0, 1), (0, 2), (0, 3)], n_boot=20)
+    assert tiny["n"] == 3 and math.isnan(tiny["low"])
+
+
+def test_benjamini_hochberg_by_hand():
+    """p = 0.01, 0.04, 0.03: q = min over the larger ranks of p * m / rank = 0.03, 0.04, 0.04."""
+    from ensdiv.chapters.synthesis.stats import _bh
+
+    out = _bh(pd.DataFrame({"p": [0.01, 0.04, 0.03, np.nan]}), ci=0.95)
+    assert out.q.tolist()[:3] == pytest.approx([0.03, 0.04, 0.04]) and math.isnan(out.q.iloc[3])
+    assert out.nonzero.tolist() == [True, True, True, False]
+
+
+def test_correlations_are_per_stratum_and_the_ranked_table_is_chosen_on_the_other_half():
+    """Two sources whose outcome levels differ: pooled they would correlate through the source; within each
+    stratum only measure "a" tracks the outcome. The ranked table lists "a" with report-half numbers."""
+    rng = np.random.default_rng(1)
+    rows, n = [], 40
+    for source, shift in (("zoo", 0.0), ("dd", 5.0)):
+        for i in range(n):
+            rows.append({"source": source, "size": 2, "idx": (0, 100 * (shift > 0) + i + 1)})
+    ens = pd.DataFrame(rows)
+    a = rng.normal(size=2 * n)
+    b = np.r_[np.zeros(n), np.ones(n)] + 0.01 * rng.normal(size=2 * n)  # tracks the source only
+    gain = a + np.r_[np.zeros(n), 5 * np.ones(n)] + 0.3 * rng.normal(size=2 * n)
+    measures = pd.DataFrame({"a": a, "b": b})
+    outcomes = pd.DataFrame({"gain": gain, "acc": rng.normal(size=2 * n)})
+    corr = ch.correlation_table(measures, outcomes, ens, outcome_names=["gain"], control="acc", n_boot=300,
+                                ci=0.95, seed=0)
+    assert set(zip(corr.source, corr["size"], strict=True)) == {("zoo", 2), ("dd", 2)}
+    by = corr.set_index(["source", "measure"])
+    assert by.loc[("zoo", "a"), "nonzero"] and by.loc[("dd", "a"), "nonzero"]
+    assert not by.loc[("zoo", "b"), "nonzero"] and not by.loc[("dd", "b"), "nonzero"]
+    assert stats.spearmanr(b, gain).statistic > 0.5  # pooled, the source alone would make "b" look predictive
+    ranked = ch.ranked_table(measures, outcomes, ens, outcome_names=["gain"], labels={"a": "A", "b": "B"},
+                             control="acc", n_boot=300, ci=0.95, seed=0)
+    assert set(ranked.measure) == {"A"} and set(ranked.n) == {n // 2}
 
 
 @pytest.mark.parametrize("kwargs", [{"ci": 1.5}, {"ci": 0.0}, {"n_boot": 0}])

@@ -39,7 +39,7 @@ __all__ = ["LEVEL", "SOURCES", "Estimate", "correlation", "fisher_interval", "fr
 #: The book's one interval level.
 LEVEL = 0.90
 #: What an interval can randomise.
-SOURCES = ("evaluation samples", "training seeds", "timing repeats", "both", "stated")
+SOURCES = ("evaluation samples", "training seeds", "timing repeats", "ensemble members", "both", "stated")
 _GROUPS = itertools.count()
 
 

@@ -35,9 +35,11 @@ redundancy page shows it.
 mean member on the clean, corruption and rendition sets; OOD-detection AUROC (clean vs OOD set) with MI,
 PDS and BMA (negated confidence) as scores.
 
-**Analysis**: Spearman correlations with percentile bootstrap CIs (:func:`spearman_ci`), partial Spearman
-controlling for mean member accuracy (:func:`partial_spearman`), the measure-by-measure matrix and the
-ranked table (:func:`ranked_table`).
+**Analysis** (:mod:`ensdiv.chapters.synthesis.stats`): Spearman correlations within each (source, ensemble
+size) stratum, with intervals from a bootstrap over *members* (ensembles sharing a member move together),
+Benjamini-Hochberg q-values over each table's family, partial Spearman controlling for mean member accuracy
+(:func:`partial_spearman`), the measure-by-measure matrix, and the ranked table chosen on one half of the
+ensembles and reported on the other (:func:`ranked_table`).
 """
 
 from __future__ import annotations
@@ -51,9 +53,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 import torch
-from scipy import stats
 from torch import Tensor
 
 import ensdiv as ed
@@ -63,6 +63,16 @@ from ensdiv.chapters import design_diversity as dd
 from ensdiv.chapters import packed_ensembles as pe
 from ensdiv.chapters import sed, zoo
 from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters.synthesis.stats import (
+    correlation_table,
+    measure_matrix,
+    member_bootstrap,
+    member_resample,
+    partial_spearman,
+    ranked_table,
+    spearman_ci,
+    strata,
+)
 from ensdiv.errors import InvalidInputError, unknown_name
 from ensdiv.store import config_key
 from ensdiv.train import model_cache_config
@@ -70,7 +80,8 @@ from ensdiv.train import model_cache_config
 __all__ = [
     "SLUG", "PRESETS", "preset", "ROLES", "SOURCES", "MEASURES", "OUTCOMES", "SIMILARITY_MEASURES", "Member",
     "Pool", "Population", "eval_sets", "population", "measure_table", "outcome_table", "spearman_ci",
-    "partial_spearman", "correlation_table", "measure_matrix", "ranked_table",
+    "member_bootstrap", "member_resample", "partial_spearman", "strata", "correlation_table", "measure_matrix",
+    "ranked_table",
 ]
 
 SLUG = "synthesis"
@@ -428,105 +439,3 @@ def outcome_table(pop: Population) -> pd.DataFrame:
     return pd.concat(parts).loc[pop.ensembles.index, [*OUTCOMES, CONTROL, "ensemble_acc"]]
 
 
-# ---- analysis ----------------------------------------------------------------------------------------------
-def _finite_pairs(x: Any, y: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
-    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
-    if x.shape != y.shape:
-        raise InvalidInputError(f"{name} needs x and y of the same length, got {x.size} and {y.size}.")
-    keep = np.isfinite(x) & np.isfinite(y)
-    return x[keep], y[keep]
-
-
-def _rank_corr(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Spearman's ρ along ``axis`` (Pearson correlation of average ranks), vectorised over resamples."""
-    ra, rb = stats.rankdata(a, axis=axis), stats.rankdata(b, axis=axis)
-    ra = ra - ra.mean(axis=axis, keepdims=True)
-    rb = rb - rb.mean(axis=axis, keepdims=True)
-    den = np.sqrt((ra**2).sum(axis=axis) * (rb**2).sum(axis=axis))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, (ra * rb).sum(axis=axis) / np.where(den > 0, den, 1.0), np.nan)
-
-
-def spearman_ci(x: Any, y: Any, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict[str, float]:
-    """Spearman's ρ of ``x`` and ``y`` with a percentile bootstrap confidence interval.
-
-    Pairs where either value is NaN are dropped first. The bootstrap resamples the ensembles (pairs) with
-    :func:`scipy.stats.bootstrap` (``paired=True``, ``rng=seed``: the same seed gives the same interval);
-    resamples where one variable is constant have no ρ and are left out of the percentiles.
-
-    Returns:
-        ``{"rho", "low", "high", "n"}``; NaN when fewer than 4 finite pairs remain or a variable is constant.
-    """
-    if not 0 < ci < 1:
-        raise InvalidInputError(f"ci must be a confidence level in (0, 1), got {ci!r}.")
-    if int(n_boot) < 1:
-        raise InvalidInputError(f"n_boot must be at least 1, got {n_boot!r}.")
-    x, y = _finite_pairs(x, y, "spearman_ci")
-    rho = float(_rank_corr(x, y)) if x.size >= 2 else float("nan")
-    out = {"rho": rho, "low": float("nan"), "high": float("nan"), "n": int(x.size)}
-    if x.size < 4 or not np.isfinite(rho):
-        return out
-    with warnings.catch_warnings():  # degenerate resamples (constant ranks) are dropped below
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        res = stats.bootstrap((x, y), _rank_corr, paired=True, vectorized=True, n_resamples=int(n_boot),
-                              method="percentile", rng=np.random.default_rng(seed), confidence_level=ci)
-    dist = res.bootstrap_distribution[np.isfinite(res.bootstrap_distribution)]
-    if dist.size:
-        out["low"], out["high"] = (float(v) for v in np.quantile(dist, [(1 - ci) / 2, (1 + ci) / 2]))
-    return out
-
-
-def partial_spearman(x: Any, y: Any, z: Any) -> float:
-    """Partial Spearman correlation of ``x`` and ``y`` controlling for ``z``.
-
-    All three are ranked (average ranks); the ranks of ``x`` and of ``y`` are each regressed on the ranks of
-    ``z`` with an intercept (ordinary least squares, statsmodels) and the Pearson correlation of the two
-    residuals is returned. Rows with a NaN in any of the three are dropped. NaN when fewer than 4 rows remain
-    or a residual is constant.
-    """
-    x, y, z = (np.asarray(v, dtype=float).ravel() for v in (x, y, z))
-    if not x.shape == y.shape == z.shape:
-        raise InvalidInputError(f"partial_spearman needs x, y, z of one length, got {x.size}, {y.size}, {z.size}.")
-    keep = np.isfinite(x) & np.isfinite(y) & np.isfinite(z)
-    if keep.sum() < 4:
-        return float("nan")
-    rx, ry, rz = (stats.rankdata(v[keep]) for v in (x, y, z))
-    design = sm.add_constant(rz, has_constant="add")
-    ex, ey = sm.OLS(rx, design).fit().resid, sm.OLS(ry, design).fit().resid
-    den = np.sqrt((ex**2).sum() * (ey**2).sum())
-    return float((ex * ey).sum() / den) if den > 1e-12 else float("nan")
-
-
-def correlation_table(measures: pd.DataFrame, outcomes: pd.DataFrame, *, n_boot: int, ci: float, seed: int,
-                      control: str = CONTROL) -> pd.DataFrame:
-    """One row per (measure, outcome): ``n``, Spearman ``rho`` with its bootstrap ``low`` / ``high`` and the
-    partial Spearman controlling for ``outcomes[control]`` (mean member accuracy)."""
-    rows = []
-    for m in measures.columns:
-        for o in OUTCOMES:
-            r = spearman_ci(measures[m], outcomes[o], n_boot=n_boot, ci=ci, seed=seed)
-            rows.append({"measure": m, "outcome": o, **r,
-                         "partial": partial_spearman(measures[m], outcomes[o], outcomes[control])})
-    return pd.DataFrame(rows)
-
-
-def measure_matrix(measures: pd.DataFrame) -> pd.DataFrame:
-    """Spearman correlation of every pair of measures over the ensembles where both exist."""
-    return measures.corr(method="spearman", min_periods=4)
-
-
-def ranked_table(corr: pd.DataFrame, *, top: int = 3, min_n: int = 10) -> pd.DataFrame:
-    """"For predicting X, use Y": per outcome, the ``top`` measures by |ρ| whose bootstrap interval excludes
-    0 and that exist on at least ``min_n`` ensembles (others are not listed), with ρ, its interval, the
-    partial ρ and n."""
-    rows = []
-    for o in OUTCOMES:
-        sub = corr[(corr.outcome == o) & ((corr.low > 0) | (corr.high < 0)) & (corr.n >= min_n)]
-        sub = sub.assign(abs_rho=sub.rho.abs()).sort_values("abs_rho", ascending=False).head(top)
-        for rank, r in enumerate(sub.itertuples(), 1):
-            rows.append({"outcome": o, "rank": rank, "measure": MEASURES[r.measure][0], "rho": r.rho,
-                         "interval": f"[{r.low:.2f}, {r.high:.2f}]", "partial": r.partial, "n": r.n})
-        if sub.empty:
-            rows.append({"outcome": o, "rank": None, "measure": "(none: no interval excludes 0)", "rho": None,
-                         "interval": "", "partial": None, "n": None})
-    return pd.DataFrame(rows)

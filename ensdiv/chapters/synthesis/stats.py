@@ -1,0 +1,260 @@
+"""The synthesis chapter's statistics: correlations a statistician would sign.
+
+The population mixes four sources and ensembles of two and three members, and many ensembles share
+members (every zoo pair contains the base model). So:
+
+- **Strata.** Every correlation is computed within one stratum — one source and one ensemble size
+  (:func:`strata`) — never pooled across them: a pooled Spearman would mostly rank the sources.
+- **A bootstrap over members** (:func:`member_bootstrap`). The sampled units are the members, not the
+  ensembles: :func:`scipy.stats.bootstrap` resamples the stratum's member ids with replacement and an
+  ensemble enters a resample as many times as the product of its members' counts (zero when one of its
+  members was not drawn), so ensembles that share a member move together. A member present in *every*
+  ensemble of the stratum (the zoo's base) is fixed by the design, not sampled, and always counts once.
+- **Multiplicity.** Each interval's two-sided bootstrap p-value (twice the smaller tail of the replicates
+  around zero) enters one family per table; Benjamini–Hochberg (:func:`scipy.stats.false_discovery_control`)
+  gives the q-values, and a correlation is called non-zero only when ``q < 1 - ci``.
+- **Selection apart from report** (:func:`ranked_table`). The "for predicting X, use Y" table is chosen on
+  one half of each stratum's ensembles and its ρ, interval and q are reported on the other half.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import statsmodels.api as sm
+from scipy import stats
+
+from ensdiv.errors import InvalidInputError
+
+__all__ = ["spearman_ci", "member_resample", "member_bootstrap", "partial_spearman", "strata", "correlation_table",
+           "measure_matrix", "ranked_table"]
+
+
+def _finite_pairs(x: Any, y: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise InvalidInputError(f"{name} needs x and y of the same length, got {x.size} and {y.size}.")
+    keep = np.isfinite(x) & np.isfinite(y)
+    return x[keep], y[keep]
+
+
+def _rank_corr(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Spearman's ρ along ``axis`` (Pearson correlation of average ranks), vectorised over resamples."""
+    ra, rb = stats.rankdata(a, axis=axis), stats.rankdata(b, axis=axis)
+    ra = ra - ra.mean(axis=axis, keepdims=True)
+    rb = rb - rb.mean(axis=axis, keepdims=True)
+    den = np.sqrt((ra**2).sum(axis=axis) * (rb**2).sum(axis=axis))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (ra * rb).sum(axis=axis) / np.where(den > 0, den, 1.0), np.nan)
+
+
+def _check_options(n_boot: int, ci: float) -> None:
+    if not 0 < ci < 1:
+        raise InvalidInputError(f"ci must be a confidence level in (0, 1), got {ci!r}.")
+    if int(n_boot) < 1:
+        raise InvalidInputError(f"n_boot must be at least 1, got {n_boot!r}.")
+
+
+def _summary(value: float, dist: np.ndarray, ci: float, n: int) -> dict[str, Any]:
+    """The value, its percentile interval and two-sided bootstrap p-value (twice the smaller tail around zero)
+    from replicates; NaN replicates (degenerate resamples) are left out of those but kept in ``replicates``, in
+    resample order, so two statistics of one resampling stay paired."""
+    finite = dist[np.isfinite(dist)]
+    out = {"rho": value, "low": float("nan"), "high": float("nan"), "p": float("nan"), "n": n, "replicates": dist}
+    if finite.size:
+        out["low"], out["high"] = (float(v) for v in np.quantile(finite, [(1 - ci) / 2, (1 + ci) / 2]))
+        out["p"] = float(min(1.0, 2 * min(np.mean(finite <= 0), np.mean(finite >= 0))))
+    return out
+
+
+def spearman_ci(x: Any, y: Any, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """Spearman's ρ of ``x`` and ``y`` with a percentile bootstrap interval over *independent* pairs.
+
+    Pairs where either value is NaN are dropped first. The bootstrap resamples the pairs with
+    :func:`scipy.stats.bootstrap` (``paired=True``, ``rng=seed``); resamples where one variable is constant
+    have no ρ and are left out. Use :func:`member_bootstrap` when the pairs are ensembles that share members.
+
+    Returns:
+        ``{"rho", "low", "high", "p", "n", "replicates"}``; NaN when fewer than 4 finite pairs remain or a
+        variable is constant.
+    """
+    _check_options(n_boot, ci)
+    x, y = _finite_pairs(x, y, "spearman_ci")
+    rho = float(_rank_corr(x, y)) if x.size >= 2 else float("nan")
+    if x.size < 4 or not np.isfinite(rho):
+        return _summary(rho, np.array([]), ci, int(x.size))
+    with warnings.catch_warnings():  # degenerate resamples (constant ranks) are dropped
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        res = stats.bootstrap((x, y), _rank_corr, paired=True, vectorized=True, n_resamples=int(n_boot),
+                              method="percentile", rng=np.random.default_rng(seed), confidence_level=ci)
+    return _summary(rho, np.asarray(res.bootstrap_distribution, dtype=float), ci, int(x.size))
+
+
+def member_resample(columns: dict[str, Any], members: Sequence[Sequence[int]],
+                    statistic: Callable[[dict[str, np.ndarray]], float], *, n_boot: int = 1000, ci: float = 0.95,
+                    seed: int = 0) -> dict[str, Any]:
+    """A statistic over ensembles, with an interval from resampling their *members*.
+
+    Args:
+        columns: One array per name, one value per ensemble; an ensemble with a NaN in any is left out.
+        members: The member ids of each ensemble (ids of one pool).
+        statistic: Called with the columns, each ensemble's row repeated by its weight.
+        n_boot, ci, seed: Resamples, interval level, seed (the same seed and members give the same resamples,
+            so two statistics of one population are paired replicate by replicate).
+
+    Returns:
+        ``{"rho", "low", "high", "p", "n", "replicates"}`` (``rho`` holds the statistic's value). An
+        ensemble's weight in a resample is the product of its sampled members' counts; members common to every
+        ensemble are fixed (weight one). A resample with fewer than 4 weighted ensembles gives NaN.
+    """
+    _check_options(n_boot, ci)
+    cols = {k: np.asarray(v, dtype=float).ravel() for k, v in columns.items()}
+    if any(v.size != len(members) for v in cols.values()):
+        raise InvalidInputError("member_bootstrap needs one value of every column and one member tuple per "
+                                f"ensemble, got {sorted({v.size for v in cols.values()})} and {len(members)}.")
+    keep = np.logical_and.reduce([np.isfinite(v) for v in cols.values()])
+    cols = {k: v[keep] for k, v in cols.items()}
+    groups = [tuple(int(m) for m in g) for g, k in zip(members, keep, strict=True) if k]
+    n = len(groups)
+    value = float(statistic(cols)) if n >= 4 else float("nan")
+    if n < 4 or not np.isfinite(value):
+        return _summary(value, np.array([]), ci, n)
+    fixed = set.intersection(*(set(g) for g in groups))
+    ids = np.array(sorted({m for g in groups for m in g} - fixed))
+    if ids.size < 2:
+        return _summary(value, np.array([]), ci, n)
+    position = {m: i for i, m in enumerate(ids)}
+    index = [[position[m] for m in g if m not in fixed] for g in groups]
+
+    def on(drawn: np.ndarray) -> float:
+        counts = np.bincount(np.searchsorted(ids, drawn), minlength=ids.size)
+        w = np.array([np.prod(counts[i]) if i else 1 for i in index], dtype=int)
+        if w.sum() < 4:
+            return float("nan")
+        return float(statistic({k: np.repeat(v, w) for k, v in cols.items()}))
+
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        res = stats.bootstrap((ids,), on, vectorized=False, n_resamples=int(n_boot), method="percentile",
+                              rng=np.random.default_rng(seed), confidence_level=ci)
+    return _summary(value, np.asarray(res.bootstrap_distribution, dtype=float), ci, n)
+
+
+def member_bootstrap(x: Any, y: Any, members: Sequence[Sequence[int]], *, control: Any = None, n_boot: int = 1000,
+                     ci: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """Spearman's ρ of ``x`` and ``y`` over ensembles (the partial ρ given ``control`` when it is given), with
+    an interval from resampling their members (:func:`member_resample`).
+
+    Example:
+        Five ensembles, two of them sharing member 0:
+
+        >>> r = member_bootstrap([1, 2, 3, 4, 5], [2, 1, 4, 3, 5], [(0, 1), (0, 2), (3, 4), (5, 6), (7, 8)],
+        ...                      n_boot=50, seed=0)
+        >>> round(r["rho"], 2), r["n"]
+        (0.8, 5)
+    """
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    if not (x.size == y.size == len(members)):
+        raise InvalidInputError(f"member_bootstrap needs one x, y and member tuple per ensemble, got {x.size}, "
+                                f"{y.size} and {len(members)}.")
+    if control is None:
+        return member_resample({"x": x, "y": y}, members, lambda c: float(_rank_corr(c["x"], c["y"])),
+                               n_boot=n_boot, ci=ci, seed=seed)
+    return member_resample({"x": x, "y": y, "z": control}, members,
+                           lambda c: partial_spearman(c["x"], c["y"], c["z"]), n_boot=n_boot, ci=ci, seed=seed)
+
+
+def partial_spearman(x: Any, y: Any, z: Any) -> float:
+    """Partial Spearman correlation of ``x`` and ``y`` controlling for ``z``.
+
+    All three are ranked (average ranks); the ranks of ``x`` and of ``y`` are each regressed on the ranks of
+    ``z`` with an intercept (ordinary least squares, statsmodels) and the Pearson correlation of the two
+    residuals is returned. Rows with a NaN in any of the three are dropped. NaN when fewer than 4 rows remain
+    or a residual is constant.
+    """
+    x, y, z = (np.asarray(v, dtype=float).ravel() for v in (x, y, z))
+    if not x.shape == y.shape == z.shape:
+        raise InvalidInputError(f"partial_spearman needs x, y, z of one length, got {x.size}, {y.size}, {z.size}.")
+    keep = np.isfinite(x) & np.isfinite(y) & np.isfinite(z)
+    if keep.sum() < 4:
+        return float("nan")
+    rx, ry, rz = (stats.rankdata(v[keep]) for v in (x, y, z))
+    design = sm.add_constant(rz, has_constant="add")
+    ex, ey = sm.OLS(rx, design).fit().resid, sm.OLS(ry, design).fit().resid
+    den = np.sqrt((ex**2).sum() * (ey**2).sum())
+    return float((ex * ey).sum() / den) if den > 1e-12 else float("nan")
+
+
+def strata(ensembles: pd.DataFrame, *, min_n: int = 8) -> dict[tuple[str, int], pd.Index]:
+    """The (source, size) strata of a population's ensembles with at least ``min_n`` ensembles each."""
+    groups = ensembles.groupby(["source", "size"]).groups
+    return {(str(s), int(k)): idx for (s, k), idx in sorted(groups.items()) if len(idx) >= min_n}
+
+
+def _bh(corr: pd.DataFrame, ci: float) -> pd.DataFrame:
+    """Benjamini-Hochberg q-values over the family of the table's finite p-values, and the non-zero flag."""
+    q = np.full(len(corr), np.nan)
+    finite = np.isfinite(corr["p"].to_numpy(dtype=float))
+    if finite.any():
+        q[finite] = stats.false_discovery_control(corr["p"].to_numpy(dtype=float)[finite], method="bh")
+    return corr.assign(q=q, nonzero=q < 1 - ci)
+
+
+def correlation_table(measures: pd.DataFrame, outcomes: pd.DataFrame, ensembles: pd.DataFrame, *,
+                      outcome_names: Sequence[str], control: str, n_boot: int, ci: float, seed: int,
+                      min_n: int = 8) -> pd.DataFrame:
+    """One row per (stratum, measure, outcome): ``n``, Spearman ``rho`` with its member-bootstrap ``low`` /
+    ``high`` and ``p``, the BH ``q`` over the whole table, ``nonzero`` (q < 1 - ci) and the partial Spearman
+    controlling for ``outcomes[control]`` within the stratum."""
+    rows = []
+    for (source, size), idx in strata(ensembles, min_n=min_n).items():
+        groups = list(ensembles.loc[idx, "idx"])
+        for m in measures.columns:
+            for o in outcome_names:
+                r = member_bootstrap(measures.loc[idx, m], outcomes.loc[idx, o], groups, n_boot=n_boot, ci=ci,
+                                     seed=seed)
+                r.pop("replicates")
+                rows.append({"source": source, "size": size, "measure": m, "outcome": o, **r,
+                             "partial": partial_spearman(measures.loc[idx, m], outcomes.loc[idx, o],
+                                                         outcomes.loc[idx, control])})
+    columns = ["source", "size", "measure", "outcome", "rho", "low", "high", "p", "n", "partial"]
+    return _bh(pd.DataFrame(rows, columns=columns), ci)
+
+
+def measure_matrix(measures: pd.DataFrame) -> pd.DataFrame:
+    """Spearman correlation of every pair of measures over the ensembles where both exist."""
+    return measures.corr(method="spearman", min_periods=4)
+
+
+def ranked_table(measures: pd.DataFrame, outcomes: pd.DataFrame, ensembles: pd.DataFrame, *,
+                 outcome_names: Sequence[str], labels: dict[str, str], control: str, n_boot: int, ci: float,
+                 seed: int, top: int = 3, min_n: int = 16) -> pd.DataFrame:
+    """"For predicting X, use Y", chosen on one half and reported on the other.
+
+    Each stratum's ensembles are split in two halves (seeded). On the *selection* half, the measures whose
+    correlation with the outcome is non-zero after BH are ranked by |ρ| and the ``top`` kept; on the
+    *report* half, the kept measures' ρ, member-bootstrap interval, partial ρ and BH q (over the reported
+    family) are shown. A stratum needs ``min_n`` ensembles (half of them per half).
+    """
+    rng = np.random.default_rng(seed)
+    halves = {}
+    for key, idx in strata(ensembles, min_n=min_n).items():
+        order = rng.permutation(len(idx))
+        halves[key] = (idx[order[: len(idx) // 2]], idx[order[len(idx) // 2:]])
+    pick_ens = ensembles.loc[[i for a, _ in halves.values() for i in a]]
+    report_ens = ensembles.loc[[i for _, b in halves.values() for i in b]]
+    kw = {"outcome_names": outcome_names, "control": control, "n_boot": n_boot, "ci": ci, "seed": seed,
+          "min_n": max(4, min_n // 2)}
+    chosen = correlation_table(measures.loc[pick_ens.index], outcomes.loc[pick_ens.index], pick_ens, **kw)
+    chosen = chosen[chosen.nonzero].assign(abs_rho=lambda d: d.rho.abs())
+    chosen = chosen.sort_values("abs_rho", ascending=False).groupby(["source", "size", "outcome"]).head(top)
+    reported = correlation_table(measures.loc[report_ens.index], outcomes.loc[report_ens.index], report_ens, **kw)
+    keys = ["source", "size", "measure", "outcome"]
+    out = _bh(chosen[keys].merge(reported.drop(columns=["q", "nonzero"]), on=keys, how="left"), ci)
+    out = out.assign(measure=out.measure.map(labels), interval=[f"[{lo:.2f}, {hi:.2f}]" for lo, hi in
+                                                                 zip(out.low, out.high, strict=True)])
+    return out[["source", "size", "outcome", "measure", "rho", "interval", "q", "partial", "n"]].reset_index(drop=True)
