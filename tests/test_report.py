@@ -329,6 +329,24 @@ def test_noninferior_null_is_worse_by_twice_the_margin():
     assert report.null_values(greater_with_stated_null, {"acc": 0.9, "chance": 0.1}) == {"acc": 0.1, "chance": 0.1}
 
 
+def test_audit_judges_checks_by_how_they_are_built():
+    """A check that could not be computed (NaN at smoke scale) is still judged: by its null and by whether
+    its quantities are estimates; a counted point comparison, a fact read by a check and a missing null are
+    each one sentence."""
+    nan_est = report.Estimate(float("nan"), np.array([]), "evaluation samples", "bootstrap")
+    ok = _claim(checks=[less("a", "b")], ours={"a": nan_est, "b": nan_est})
+    assert ok.checks[0]["ours"] is None and report.audit(ok.record()) == []
+    point = _claim(checks=[less("a", "b"), above("n_params", 3, null=0), Check("odd", lambda v: v["a"] % 2,
+                                                                             needs=("a",))],
+                   ours={"a": 1.0, "b": 2.0, "n_params": 5})
+    problems = report.audit(point.record())
+    assert "check 'a is less than b' compares numbers without an interval." in problems
+    assert "check 'n_params is above 3' reads the fact 'n_params'; show it in the facts table." in problems
+    assert "check 'odd' has no null (no reason given)." in problems
+    excluded = _claim(checks=[below("err", 0.6, null=0.5)], ours={"err": 0.3})
+    assert report.audit(excluded.record()) == []  # passes with no effect: shown, not counted, not objected to
+
+
 def test_a_check_without_a_null_says_why():
     c = _claim(checks=[above("acc", 0.5), Check("x is odd", lambda v: v["x"] % 2 == 1, needs=("x",))],
                ours={"acc": 0.9, "x": 3})
