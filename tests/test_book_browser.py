@@ -152,6 +152,18 @@ def test_pages_in_a_headless_browser(book):
             else:
                 rows = driver.find_elements("css selector", "main table tbody tr")
                 assert len(rows) == len(records) + 1  # one per claim record, and the failed page
+                badges = driver.find_elements("css selector", "main table .ensdiv-badge")
+                assert len(badges) == len(records) + 1  # a coloured verdict badge on every row
+            # the reader's view (#32): nothing scrolls the page sideways, no output shows the package's file paths
+            assert driver.execute_script("const m = document.querySelector('main'); "
+                                         "return m.scrollWidth <= m.clientWidth"), page
+            outputs = " ".join(e.text for e in driver.find_elements("css selector", "div.cell_output"))
+            assert "/ensdiv/" not in outputs, (page, outputs[:300])
+            if page == f"{PAGE}.html":  # the answer first: the verdict box sits above the first code cell
+                box = driver.find_element("css selector", ".ensdiv-verdict")
+                first_code = driver.find_elements("css selector", "div.cell")[0]
+                assert box.location["y"] < first_code.location["y"]
+                assert box.text.startswith("Verdicts:") or box.text.startswith("Verdict:"), box.text
             errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE" and not _known(e["message"])]
             assert not errors, (page, errors)
     finally:

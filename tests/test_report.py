@@ -572,8 +572,8 @@ def test_chapter_summary_lists_the_chapters_claims_and_failed_pages(build, monke
     assert "3 claims, 1 holds, 1 does not hold, 1 failed." in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert len(rows) == 3 and not any("packed" in r for r in rows)
-    assert any("</notebooks/sed/a>" in r and "**holds**" in r for r in rows)
-    assert any("</notebooks/sed/broken>" in r and "**failed**" in r and "boom" in r for r in rows)
+    assert any("</notebooks/sed/a>" in r and '<span class="ensdiv-badge holds">holds</span>' in r for r in rows)
+    assert any("</notebooks/sed/broken>" in r and 'ensdiv-badge failed' in r and "boom" in r for r in rows)
     assert "```{image} /book/_generated/sed-key.png" in text and "{doc}`/book/claims`" in text
     failed_key = report.chapter_summary("cpu", chapter="sed", pages=pages, key_page="notebooks/sed/broken.ipynb")
     assert "key page {doc}`broken </notebooks/sed/broken>` failed." in failed_key and "{image}" not in failed_key

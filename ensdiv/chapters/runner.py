@@ -51,7 +51,16 @@ from ensdiv.chapters.parameters import inject, render
 from ensdiv.config import check_scale
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.paths import build_dir, project_root
-from ensdiv.report import STAGING_ENV, PageRun, chapter_summary, check_record, claims_page, read_records
+from ensdiv.report import (
+    STAGING_ENV,
+    PageRun,
+    chapter_summary,
+    check_record,
+    claims_page,
+    read_records,
+    slug,
+    verdict_box,
+)
 from ensdiv.store import default_store
 
 __all__ = ["KEY_FIGURES", "NotebookResult", "run_notebooks", "toc_notebooks", "build_book", "notebook_parameters",
@@ -594,6 +603,38 @@ def first_image(notebook: Path) -> tuple[bytes, str] | None:
     return None
 
 
+_PVTR = "## Paper vs this run"
+
+
+def _present(executed: Path, page: PageRun, out: Path) -> Path:
+    """The copy of an executed notebook the book renders (written to ``out``): the answer first — a verdict box
+    from the page's claim records under its title, linked to its "Paper vs this run" heading (given a label) —
+    the claim cell's code folded (``hide-input``: its verdict and tables stay shown) and the injected
+    parameters cell removed (the page's own ``parameters`` cell says what it declares)."""
+    nb = json.loads(executed.read_text())
+    cells = nb.get("cells", [])
+    target = f"pvtr-{slug(Path(page.notebook).with_suffix('').as_posix())}"
+    labelled = False
+    for cell in cells:
+        text = "".join(cell.get("source", []))
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if cell.get("cell_type") == "markdown" and _PVTR in text and not labelled:
+            cell["source"] = text.replace(_PVTR, f"({target})=\n{_PVTR}", 1)
+            labelled = True
+        elif cell.get("cell_type") == "code" and "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+        elif cell.get("cell_type") == "code" and "report.claim(" in text and "hide-input" not in tags:
+            tags.append("hide-input")
+    box = verdict_box(page, target=target if labelled else None)
+    if box and cells:
+        at = 1 if cells[0].get("cell_type") == "markdown" else 0
+        cells.insert(at, {"cell_type": "markdown", "id": f"ensdiv-verdict-{target}"[:64],
+                          "metadata": {"tags": ["ensdiv-verdict"]}, "source": box})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return out
+
+
 def _chapter_pages(files: dict[Path, Path], pages: list[PageRun], scale: str, executed: Path) -> dict[Path, Path]:
     """The generated part of every chapter landing page that asks for it: ``book/<chapter>.md`` including
     ``_generated/<chapter>.md`` gets that file (the chapter's verdicts, :func:`ensdiv.report.chapter_summary`)
@@ -759,15 +800,17 @@ def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None) 
     files: dict[Path, Path] = {Path(name): root / name for name in ("_config.yml", "_toc.yml")}
     files[Path("_config.yml")] = book_config(root / "_config.yml", build_dir(), local_mathjax=mathjax is not None)
     files.update(_tree(root / "book", Path("book")))
-    for nb in notebooks:
-        rel = nb.relative_to(root)
-        src = executed / rel
-        files[rel] = src if src.exists() else nb
-    files.update(_tree(root / "benchmarks" / "results", Path("benchmarks") / "results"))
-    if mathjax is not None:
-        files.update(_tree(mathjax, Path(_STATIC) / "mathjax"))
     # every page as its executed copy shows it (status and promoted records), whatever this build ran
     pages = [page_run(executed / nb.relative_to(root), nb.relative_to(root).as_posix()) for nb in notebooks]
+    presented = build_dir() / "presented" / scale
+    for nb, page in zip(notebooks, pages, strict=True):
+        rel = nb.relative_to(root)
+        src = executed / rel
+        files[rel] = _present(src, page, presented / rel) if src.exists() else nb
+    files.update(_tree(root / "benchmarks" / "results", Path("benchmarks") / "results"))
+    files.update(_tree(root / "book" / "_static", Path("_static")))  # the book's CSS (verdict box, badges)
+    if mathjax is not None:
+        files.update(_tree(mathjax, Path(_STATIC) / "mathjax"))
     if Path("book/claims.md") in files:  # the claims page is generated from the pages' claim records
         page = build_dir() / "claims.md"
         page.write_text(claims_page(scale, pages))

@@ -73,11 +73,13 @@ from ensdiv.report.claims import (
     check_record,
     claim,
     claims_dir,
+    describe_strength,
     load_claims,
     read_records,
     slug,
+    strength_of,
 )
-from ensdiv.report.pages import PageRun, chapter_summary, claims_page
+from ensdiv.report.pages import PageRun, chapter_summary, claims_page, verdict_box
 from ensdiv.report.uncertainty import (
     LEVEL,
     SOURCES,
@@ -93,5 +95,5 @@ __all__ = [
     "Outcome", "PageRun", "above", "audit", "below", "chapter_summary", "check_record", "claim", "claims_dir",
     "claims_page", "correlated", "correlation", "describe_strength", "evaluate", "fisher_interval", "from_seeds",
     "greater", "less", "load_claims", "negative", "noninferior", "null_values", "paired_bootstrap", "positive",
-    "ratio_above", "read_records", "significant", "slug", "strength_of", "verdict", "within",
+    "ratio_above", "read_records", "significant", "slug", "strength_of", "verdict", "verdict_box", "within",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 from ensdiv.report.checks import VERDICTS, _check_scale
 from ensdiv.report.claims import _fmt, _fmt_interval, strength_of
 
-__all__ = ["PageRun", "chapter_summary", "claims_page"]
+__all__ = ["PageRun", "chapter_summary", "claims_page", "verdict_box"]
 
 #: The rule as the claims page states it (the same as :mod:`ensdiv.report`'s docstring).
 RULE = (
@@ -68,29 +68,34 @@ def _strength(record: dict[str, Any]) -> str:
     return text
 
 
-def _claim_rows(pages: Sequence[PageRun]) -> list[tuple[str, ...]]:
-    """``(paper, page, claim, verdict, strength, key numbers)`` per claim record of a page that ran, then one
-    row per page that failed or has not run at this scale."""
+def _badge(verdict: str) -> str:
+    """A coloured verdict badge (inline HTML; ``book/_static/ensdiv.css`` colours it)."""
+    return f'<span class="ensdiv-badge {verdict.replace(" ", "-")}">{html.escape(verdict)}</span>'
+
+
+def _claim_rows(pages: Sequence[PageRun]) -> list[dict[str, str]]:
+    """One row per claim record of a page that ran (sorted by paper, page), then one per page that failed or
+    has not run at this scale: ``paper``, ``page`` (a link), ``claim``, ``verdict``, ``strength``, ``key``."""
     rows = []
     for page in pages:
         if page.status != "ok":
             continue
         for r in sorted(page.records, key=lambda r: (r["paper"], r["item"], r.get("claim_id") or "")):
-            key = "; ".join(f"{v['quantity']}: {_fmt(v['ours'])} (paper {_fmt(v['paper'])})" for v in r["values"][:3])
-            rows.append((r["paper"], _page_link(page.notebook, r["item"]), r["claim"], f"**{r['verdict']}**",
-                         _strength(r), key))
-    rows.sort(key=lambda row: (row[0], row[1]))
+            rows.append({"paper": r["paper"], "page": _page_link(page.notebook, r["item"]), "claim": r["claim"],
+                         "verdict": r["verdict"], "strength": _strength(r), "key": _key_numbers(r, 3)})
+    rows.sort(key=lambda row: (row["paper"], row["page"]))
     for page in sorted(pages, key=lambda p: p.notebook):
         if page.status == "ok":
             continue
         nb = page.notebook
+        link = _page_link(nb, Path(nb).stem)
         if page.status == "failed":
             first = page.error.strip().splitlines()[0] if page.error.strip() else ""
-            rows.append((Path(nb).parent.name, _page_link(nb, Path(nb).stem), "the page did not run", "**failed**",
-                         "", html.escape(first[:160])))
+            rows.append({"paper": Path(nb).parent.name, "page": link, "claim": "the page did not run",
+                         "verdict": "failed", "strength": "", "key": html.escape(first[:160])})
         else:
-            rows.append((Path(nb).parent.name, _page_link(nb, Path(nb).stem), "the page has not been run at this "
-                         "scale", "**not run**", "", ""))
+            rows.append({"paper": Path(nb).parent.name, "page": link, "verdict": "not run", "strength": "",
+                         "claim": "the page has not been run at this scale", "key": ""})
     return rows
 
 
@@ -100,14 +105,18 @@ def _table_lines(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
                     for row in rows]
 
 
-def _verdict_counts(rows: Sequence[Sequence[str]]) -> str:
-    counts = {v: sum(row[3] == f"**{v}**" for row in rows) for v in (*VERDICTS, "failed", "not run")}
+_ORDER = (*VERDICTS, "failed", "not run")
+
+
+def _verdict_counts(rows: Sequence[dict[str, str]]) -> str:
+    counts = {v: sum(row["verdict"] == v for row in rows) for v in _ORDER}
     return ", ".join(f"{n} {v}" for v, n in counts.items() if n)
 
 
 def claims_page(scale: str, pages: Sequence[PageRun]) -> str:
-    """The "Claims at a glance" page (MyST markdown): one row per claim record of the pages that ran, and
-    one row per page that failed (shown as failed, never left out) or has not run at ``scale``.
+    """The "Claims at a glance" page (MyST markdown), one section per verdict: a row per claim record of the
+    pages that ran — badge and page, chapter, claim, strength with its key interval, key numbers — and a row
+    per page that failed (never left out) or has not run at ``scale``.
 
     Returns:
         The page's markdown.
@@ -118,21 +127,32 @@ def claims_page(scale: str, pages: Sequence[PageRun]) -> str:
     """
     _check_scale(scale)
     rows = _claim_rows(pages)
+    present = [v for v in _ORDER if any(r["verdict"] == v for r in rows)]
+    jump = " · ".join(f"{{ref}}`{sum(r['verdict'] == v for r in rows)} {v} <claims-{slug_anchor(v)}>`"
+                      for v in present)
     lines = [
         "# Claims at a glance",
         "",
         f"Every claim this book tests, with its verdict at the scale the book was built at (**{scale}**), by "
-        "the book's one rule (`ed.report`, below). *Strength* counts the checks that entered the verdict "
-        "and gives the first one's 90 % interval; the key numbers are this run's, with the paper's in brackets. "
-        f"{len(rows)} claims: {_verdict_counts(rows) or 'none yet'}.",
-        "",
-        *_table_lines(("paper", "page", "claim", "verdict", "strength", "key numbers"), rows),
-        "",
-        "## The verdict rule",
-        "",
-        RULE,
+        "the book's one rule (`ed.report`, below). *Strength* counts the checks that entered the verdict and "
+        "gives the first one's interval; the key numbers are this run's, with the paper's in brackets. "
+        f"{len(rows)} claims: {jump or 'none yet'}.",
     ]
+    for v in present:
+        mine = [r for r in rows if r["verdict"] == v]
+        lines += ["", f"(claims-{slug_anchor(v)})=", f"## {v.capitalize()} ({len(mine)})", "",
+                  *_table_lines(("page", "chapter", "claim", "strength · key numbers"),
+                                [(f"{_badge(r['verdict'])} {r['page']}", r["paper"], r["claim"],
+                                  " · ".join(x for x in (r["strength"], r["key"]) if x)) for r in mine])]
+    lines += ["", "## The verdict rule", "", RULE]
     return "\n".join(lines) + "\n"
+
+
+def slug_anchor(text: str) -> str:
+    """The anchor Sphinx gives a section titled ``text`` (lower case, runs of other characters a hyphen)."""
+    import re
+
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def chapter_summary(scale: str, *, chapter: str, pages: Sequence[PageRun], key_page: str | None = None,
@@ -163,8 +183,8 @@ def chapter_summary(scale: str, *, chapter: str, pages: Sequence[PageRun], key_p
     """
     _check_scale(scale)
     mine = [p for p in pages if Path(p.notebook).parent.name == chapter]
-    rows = [row[1:] for row in _claim_rows(mine)]
-    counts = _verdict_counts([("", *row) for row in rows])
+    rows = _claim_rows(mine)
+    counts = _verdict_counts(rows)
     see = f" All claims of the book: {{doc}}`/{claims_doc}`." if claims_doc else ""
     lines = [f"Verdicts at the scale this book was built at (**{scale}**), by the book's one rule: "
              f"{len(rows)} claim{'' if len(rows) == 1 else 's'}, {counts or 'none recorded yet'}.{see}", ""]
@@ -181,5 +201,46 @@ def chapter_summary(scale: str, *, chapter: str, pages: Sequence[PageRun], key_p
                                                                                           "this build")
             lines += [f"The chapter's key page {_page_link(key_page, label)} {state}.", ""]
     if rows:
-        lines += _table_lines(("page", "claim", "verdict", "strength", "key numbers"), rows)
+        lines += _table_lines(("page", "claim", "verdict", "strength", "key numbers"),
+                              [(r["page"], r["claim"], _badge(r["verdict"]), r["strength"], r["key"]) for r in rows])
     return "\n".join(lines) + "\n"
+
+
+def _key_numbers(record: dict[str, Any], limit: int = 2) -> str:
+    """The first ``limit`` quantities of a record: this run's value, its interval, the paper's."""
+    parts = []
+    for v in record["values"][:limit]:
+        iv = f" {_fmt_interval(v['interval'])}" if v.get("interval") else ""
+        paper = f" (paper {_fmt(v['paper'])})" if v.get("paper") is not None else ""
+        parts.append(f"{v['quantity']}: {_fmt(v['ours'])}{iv}{paper}")
+    return "; ".join(parts)
+
+
+def verdict_box(page: PageRun, *, target: str | None = None) -> str:
+    """The box a paper page opens with (MyST markdown): per claim of its last run, the verdict, its strength
+    and one or two key numbers beside the paper's, and a link down to "Paper vs this run" (the label
+    ``target``); for a page that failed, the failure.
+
+    >>> box = verdict_box(PageRun("n/a.ipynb", "failed", "cell [3] raised ValueError: boom"))
+    >>> "did not run" in box and "ValueError" in box
+    True
+    """
+    if page.status == "failed":
+        first = page.error.strip().splitlines()[0] if page.error.strip() else "the run did not finish"
+        return ("```{admonition} Verdict: this page did not run\n:class: ensdiv-verdict ensdiv-failed\n"
+                f"{first}\n```\n")
+    if not page.records:
+        return ""
+    lines = []
+    for r in sorted(page.records, key=lambda r: (r["item"], r.get("claim_id") or "")):
+        lines += [f"**{r['verdict']}** ({_strength(r).split(';')[0]}) — {r['claim']}", ""]
+        numbers = _key_numbers(r)
+        if numbers:
+            lines += [numbers, ""]
+    link = f"{{ref}}`Paper vs this run <{target}>` below gives every check." if target else ""
+    verdicts = sorted({r["verdict"] for r in page.records})
+    title = f"Verdict: {verdicts[0]}" if len(verdicts) == 1 else "Verdicts: " + ", ".join(verdicts)
+    classes = " ".join(f"ensdiv-{v.replace(' ', '-')}" for v in verdicts)
+    scale = page.records[0]["scale"]
+    body = "\n".join([*lines, f"Scale **{scale}**, by the book's one rule. {link}".rstrip()])
+    return f"```{{admonition}} {title}\n:class: ensdiv-verdict {classes}\n{body}\n```\n"
