@@ -4,6 +4,9 @@
 installed, else text), ``lines`` (no bars; one line per finished model, set, attack — what the book's
 executed pages show; ``ensdiv run`` and ``ensdiv book`` set it for the notebooks they execute) or
 ``off`` (silent).
+
+In ``lines`` mode (an executed page) the library's own warnings reach the reader once each, as a note in
+plain words (:func:`show_warnings_as_notes`): no file path, no line of source, no repeat.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from tqdm import tqdm as text_tqdm
 
-__all__ = ["mode", "bar", "line"]
+__all__ = ["mode", "bar", "line", "show_warnings_as_notes"]
 
 MODES = ("bars", "lines", "off")
 
@@ -43,3 +46,49 @@ def line(message: str) -> None:
     """Print ``message`` as one line when the mode is ``lines`` (bars carry it otherwise)."""
     if mode() == "lines":
         print(message, flush=True)
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_NOTES_ON = False
+
+
+def _ours(category: type, filename: str) -> bool:
+    """A warning of the library: its class is defined in ensdiv, or ensdiv code raised it."""
+    return category.__module__.split(".")[0] == "ensdiv" or os.path.abspath(filename).startswith(_PACKAGE)
+
+
+def show_warnings_as_notes() -> None:
+    """Show the library's warnings on an executed page as a note admonition, once per distinct message and
+    without the file path and source line Python prints; other packages' warnings are shown as Python shows
+    them. Installed at import in ``lines`` mode (idempotent)."""
+    import html
+    import warnings
+
+    global _NOTES_ON
+    if _NOTES_ON:
+        return
+    _NOTES_ON = True
+    seen: set[tuple[str, str]] = set()
+    default = warnings.showwarning
+
+    def show(message: Any, category: type, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        if not _ours(category, filename):
+            default(message, category, filename, lineno, file, line)
+            return
+        key = (category.__name__, str(message))
+        if key in seen:
+            return
+        seen.add(key)
+        text = html.escape(str(message))
+        try:
+            from IPython.display import HTML, display
+
+            display(HTML(f'<div class="admonition note"><p class="admonition-title">Note</p><p>{text}</p></div>'))
+        except ImportError:
+            print(f"Note: {message}")
+
+    warnings.showwarning = show
+
+
+if mode() == "lines":
+    show_warnings_as_notes()

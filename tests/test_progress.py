@@ -35,3 +35,26 @@ def test_training_under_lines_mode_prints_one_line_and_no_bar(monkeypatch, capsy
     out = capsys.readouterr()
     assert out.out.count("trained tiny in") == 1
     assert "it/s" not in out.err and "%|" not in out.err
+
+
+def test_library_warnings_reach_a_page_once_as_a_note_without_paths():
+    """On an executed page (ENSDIV_PROGRESS=lines) a warning of the library is shown once, as a note with the
+    message only; a third-party warning is left as Python shows it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import IPython.display as d\n"
+        "d.display = lambda obj: print('DISPLAY', obj.data)\n"
+        "import ensdiv, warnings\n"
+        "from ensdiv.store import CorruptEntryWarning\n"
+        "for _ in range(2):\n"
+        "    warnings.warn('entry <x> is corrupt', CorruptEntryWarning)\n"
+        "warnings.warn('not ours', UserWarning)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**__import__("os").environ, "ENSDIV_PROGRESS": "lines"}, check=True)
+    notes = [ln for ln in out.stdout.splitlines() if ln.startswith("DISPLAY")]
+    assert notes == ['DISPLAY <div class="admonition note"><p class="admonition-title">Note</p>'
+                     '<p>entry &lt;x&gt; is corrupt</p></div>']
+    assert "ensdiv/" not in out.stdout and "UserWarning: not ours" in out.stderr

@@ -439,9 +439,13 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
             try:
                 # the parameters are written by us as Python literals; papermill translates none of them
                 source = inject(nbformat.read(str(nb), as_version=4), params)
+                source = nbformat.from_dict(nbformat.validator.normalize(source)[1])  # cell ids: no warning
                 pm.execute_notebook(
                     source, str(tmp), parameters=None, kernel_name=kernel, cwd=str(nb.parent),
                     progress_bar=False, log_output=False,
+                    # a clean terminal: the kernel's "running over TCP without encryption" notice is not
+                    # the reader's business (its errors still show)
+                    extra_arguments=["--IPKernelApp.log_level=ERROR"],
                 )
                 records = read_records(staging, scale=scale)
                 for record in records:
