@@ -13,6 +13,7 @@ The book's chapters (pipelines and presets) live in :mod:`ensdiv.chapters`, whic
 imports.
 """
 
+import ensdiv.tracing  # noqa: F401 - first: under ensdiv run/book, records the package code a page runs
 from ensdiv import (  # reads: under ensdiv run/book, records the data folders a page reads
     analysis,
     attacks,

@@ -288,3 +288,60 @@ def test_item4_partials_of_dead_runs_are_removed(env):
     alive.write_text("{}")
     assert _run(nb, out).status == "ok"
     assert sorted(p.name for p in out.iterdir()) == sorted(["a.ipynb", "a.lock", alive.name])
+
+
+# --- #34: re-execute a page only when code it ran has changed ---------------------------------------------------
+
+def test_pages_rerun_only_when_code_they_ran_changed(env, monkeypatch):
+    """Two pages import a small package: page A calls ``used``, page B calls ``other``. Editing ``used``
+    re-runs A only; a docstring or comment edit re-runs nothing; a module-level constant re-runs both (they
+    both ran the module body); a page whose code record is missing re-runs."""
+    pkg = env / "src" / "fakepkg"
+    pkg.mkdir(parents=True)
+    source = ('"""A package."""\nCONST = 1\n\n\ndef used():\n    """Doc."""\n    return CONST + 1\n\n\n'
+              'def other():\n    return 0  # a comment\n')
+    (pkg / "__init__.py").write_text(source)
+    monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    head = f"import sys\nimport ensdiv\nsys.path.insert(0, {str(pkg.parent)!r})\nimport fakepkg\n"
+    a = _notebook(env / "a.ipynb", head + "print(fakepkg.used())")
+    b = _notebook(env / "b.ipynb", head + "print(fakepkg.other())")
+    out = env / "out"
+
+    def statuses() -> list[str]:
+        return [_run(nb, out).status for nb in (a, b)]
+
+    assert statuses() == ["ok", "ok"] and statuses() == ["cached", "cached"]
+    units = json.loads((out / "a.ipynb").read_text())["metadata"]["ensdiv"]["code"]["units"]
+    assert [q for _, q in units] == ["<module>", "used"]
+    (pkg / "__init__.py").write_text(source.replace('"""Doc."""', '"""Other words."""').replace(
+        "# a comment", "# another comment"))
+    assert statuses() == ["cached", "cached"]
+    (pkg / "__init__.py").write_text(source.replace("return CONST + 1", "return CONST + 2"))
+    assert statuses() == ["ok", "cached"]
+    (pkg / "__init__.py").write_text(source.replace("return CONST + 1", "return CONST + 2").replace(
+        "CONST = 1", "CONST = 5"))
+    assert statuses() == ["ok", "ok"]
+    copy = json.loads((out / "b.ipynb").read_text())
+    copy["metadata"]["ensdiv"]["code"] = None  # a copy from before code tracing
+    (out / "b.ipynb").write_text(json.dumps(copy))
+    assert statuses() == ["cached", "ok"]
+
+
+def test_code_units_strip_docstrings_and_map_lambdas_to_their_function(tmp_path):
+    from ensdiv import tracing
+
+    f = tmp_path / "m.py"
+    body = '    y = 2\n\n    def f(self):\n        return [i for i in "ab"]\n'
+    f.write_text(f'X = 1\n\n\nclass A:\n    """Doc."""\n{body}')
+    units = [(str(f), "<module>"), (str(f), "A"), (str(f), "A.f")]
+    before = tracing.code_hashes(units)
+    f.write_text(f'X = 1\n\n\nclass A:\n    """Changed."""\n{body}')
+    assert tracing.code_hashes(units) == before  # a docstring
+    f.write_text('X = 1\n\n\nclass A:\n    y = 2\n\n    def f(self):\n        return [i for i in "abc"]\n')
+    after = tracing.code_hashes(units)
+    assert after[f"{f}::A.f"] != before[f"{f}::A.f"] and after[f"{f}::A"] == before[f"{f}::A"]
+    log = tmp_path / "t.log"
+    log.write_text(f"{f}\tA.f.<locals>.<listcomp>\n{f}\t<lambda>\n{f}\tA.f\n")
+    assert tracing.read_log(log) == [(str(f), "<module>"), (str(f), "A.f")]
+    assert tracing.code_hashes([(str(f), "gone")]) == {f"{f}::gone": "missing"}

@@ -45,7 +45,7 @@ from typing import Any
 import nbformat
 import yaml
 
-from ensdiv import chapters, reads
+from ensdiv import chapters, reads, tracing
 from ensdiv.chapters import zoo
 from ensdiv.chapters.parameters import inject, render
 from ensdiv.config import check_scale
@@ -94,13 +94,31 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _package_hash() -> str:
-    root = Path(__file__).resolve().parents[1]  # the whole ensdiv package, not only the chapters
-    h = hashlib.sha256()
-    for py in sorted(root.rglob("*.py")):
-        h.update(str(py.relative_to(root)).encode())
-        h.update(py.read_bytes())
-    return h.hexdigest()
+#: The installed packages whose version is part of a page's stamp (a new torch or timm re-runs every page).
+DEPENDENCIES = ("torch", "torchvision", "timm", "numpy", "scipy", "pandas", "scikit-learn", "statsmodels",
+                "captum", "torchmetrics", "lightning", "torchattacks", "matplotlib", "seaborn", "papermill", "pyyaml")
+
+
+def _versions() -> dict[str, str | None]:
+    import importlib.metadata
+
+    out = {}
+    for name in DEPENDENCIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _code_unchanged(path: Path) -> bool:
+    """Whether every unit of package code the last run of ``path`` executed still hashes as it did (a copy
+    without a code record, from before code tracing or from a failed run, is never reused)."""
+    recorded = _meta_of(path).get("code")
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("units"), list):
+        return False
+    units = [tuple(u) for u in recorded["units"] if isinstance(u, list | tuple) and len(u) == 2]
+    return tracing.combined(tracing.code_hashes(units)) == recorded.get("hash")
 
 
 def notebook_parameters(path: Path) -> dict[str, Any]:
@@ -263,7 +281,8 @@ def _reads_unchanged(path: Path) -> bool:
 
 
 def _finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", claims: list | None = None,
-            read: list[str] | None = None, source: Path | None = None) -> None:
+            read: list[str] | None = None, source: Path | None = None,
+            code: list[tuple[str, str]] | None = None) -> None:
     """Write the run's status, error, stamp, data reads and claim records into the executed copy, then move
     it into place atomically: the notebook, its stamp and its records are one file."""
     nb = json.loads(tmp.read_text())
@@ -273,6 +292,8 @@ def _finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", 
     nb.setdefault("metadata", {})["ensdiv"] = {
         "status": status, "error": error, "stamp": stamp if ok else None, "claims": list(claims or []) if ok else [],
         "reads": {"folders": read, "hash": reads.signature(read)} if ok and read is not None else None,
+        "code": ({"units": [list(u) for u in code], "hash": tracing.combined(tracing.code_hashes(code))}
+                 if ok and code is not None else None),
     }
     tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     tmp.replace(out)
@@ -370,7 +391,7 @@ def run_notebooks(
             )
         check_parameters(nb, scale, params)
     out_root = Path(out_root or build_dir() / "executed" / scale)
-    base = {"package": _package_hash(), "book_data": _tree_hash(project_root() / "book" / "data"),
+    base = {"dependencies": _versions(), "book_data": _tree_hash(project_root() / "book" / "data"),
             "data": _data_signature()}
     results = []
     root = Path(root or project_root()).resolve()
@@ -383,7 +404,7 @@ def run_notebooks(
         stamp = {"source": _sha(nb.read_bytes()), "params": all_params, **base}
         with _notebook_lock(out):
             _remove_stale_partials(out)
-            if not force and _stamp_of(out) == stamp and _reads_unchanged(out):
+            if not force and _stamp_of(out) == stamp and _reads_unchanged(out) and _code_unchanged(out):
                 results.append(NotebookResult(nb, out, "cached", 0.0, params=all_params))
                 if progress:
                     print(f"  [cached] {rel}", flush=True)
@@ -426,13 +447,13 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
     t0 = time.perf_counter()
     tmp = out.with_suffix(f".partial-{os.getpid()}.ipynb")
     work = out.parent / f".{out.stem}.run-{os.getpid()}"
-    staging, log = work / "claims", work / "reads.log"
+    staging, log, trace_log = work / "claims", work / "reads.log", work / "trace.log"
     shutil.rmtree(work, ignore_errors=True)
     staging.mkdir(parents=True)
     # rendered pages get one line per finished unit of work instead of progress bars (ensdiv.progress),
     # unless the caller chose otherwise
     env = {"ENSDIV_PROGRESS": os.environ.get("ENSDIV_PROGRESS") or "lines", "ENSDIV_NOTEBOOK": rel,
-           STAGING_ENV: str(staging), reads.LOG_ENV: str(log),
+           STAGING_ENV: str(staging), reads.LOG_ENV: str(log), tracing.LOG_ENV: str(trace_log),
            reads.ROOTS_ENV: os.pathsep.join(_read_roots(params))}
     try:
         with _environ(**env):
@@ -450,7 +471,8 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
                 records = read_records(staging, scale=scale)
                 for record in records:
                     record["notebook"] = rel  # the page it belongs to, whatever the kernel's environment said
-                _finish(tmp, out, "ok", stamp, claims=records, read=reads.read_log(log), source=nb)
+                _finish(tmp, out, "ok", stamp, claims=records, read=reads.read_log(log), source=nb,
+                        code=tracing.read_log(trace_log))
                 return NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=params)
             except Exception as exc:  # noqa: BLE001 - report every failure by name and go on
                 error = str(exc) if isinstance(exc, EnsdivError) else _error_of(exc)
