@@ -1,6 +1,7 @@
 """Fidelity of the Packed-Ensembles chapter to the paper and its reference implementation: Table 1's
 parameter counts row by row, the "baselines as implemented" table, the reference training recipe and
-its blocks, GPU-aware timing (device and dtype reach the timers), deterministic kernels, the sum/mean
+its blocks, GPU-aware timing (device and dtype reach the timers; rounds paired across models), the
+intervals of the compared quantities (runs or a paired bootstrap), deterministic kernels, the sum/mean
 member-loss ablation."""
 
 from __future__ import annotations
@@ -153,17 +154,78 @@ def test_table1_paper_at_cpu_scale_is_the_cifar10_resnet18_block():
     assert list(t.index) == [ch.METHOD_LABELS[m] for m in ch.METHODS]
 
 
-def test_calibration_row_drops_the_check_the_papers_numbers_fail():
-    """Table 1's "PE's NLL within 10 % of DE's": 0.178 > 1.1 × 0.156, so the paper fails it and it is not counted."""
-    t = ch.table1_paper(ch.preset("tab01_efficient_ensembles", "cpu", verbose=False))
-    vals = {"PE NLL": t.loc["Packed-Ensembles", "nll"], "DE NLL": t.loc["Deep Ensembles", "nll"]}
-    assert not vals["PE NLL"] <= 1.1 * vals["DE NLL"]
-    chk = ed.report.Check("PE's NLL is within 10% of DE's", lambda v: v["PE NLL"] <= 1.1 * v["DE NLL"],
-                          needs=("PE NLL", "DE NLL"))
-    ok = ed.report.less("DE NLL", "PE NLL", name="DE NLL below PE's")
-    res = ed.report.claim(paper="packed-ensembles", item="test", claim="c", checks=[chk, ok],
-                          ours={"PE NLL": 0.1, "DE NLL": 0.2}, paper_values=vals, scale="smoke", write=False)
-    assert [(c["paper"], c["ours"], c["counted"]) for c in res.checks] == [(False, True, False), (True, False, True)]
+@pytest.mark.parametrize("block", list(ch.TABLE1))
+def test_table1_nll_check_holds_on_every_block_of_the_paper_and_fails_on_its_null(block):
+    """Table 1's "PE's NLL is closer to DE's than to the single model's" (a non-inferiority margin of half DE's
+    gain; it replaced "within 10 % of DE's", which the paper's own CIFAR-10 / ResNet-18 numbers failed)."""
+    rows = dict(zip(ch.METHODS, ch.TABLE1[block], strict=True))
+    nll = {m: r[1] for m, r in rows.items()}
+    check = ed.report.Check("mid", needs=("PE", "DE", "single"), region=("<", 0.0),
+                            statistic=lambda v: v["PE"] - (v["DE"] + v["single"]) / 2,
+                            null=lambda v: {"PE": v["single"]})
+    vals = {"PE": nll["packed"], "DE": nll["deep_ensemble"], "single": nll["single"]}
+    assert ed.report.evaluate(check, vals).result == "pass"
+    assert ed.report.evaluate(check, ed.report.null_values(check, vals)).result == "fail"
+    # "within 1 point of DE" (accuracy, AUPR, AUROC) holds on the paper's numbers except on CIFAR-100 / ResNet-18,
+    # where PE trails DE by 1.5 to 2.6 points: there the calibration row leaves those checks uncounted
+    near = ed.report.noninferior("PE", "DE", margin=1.0)
+    results = {ed.report.evaluate(near, {"PE": rows["packed"][i], "DE": rows["deep_ensemble"][i]}).result
+               for i in (0, 3, 4)}
+    assert results == ({"fail"} if block == ("cifar100/train", "resnet18") else {"pass"})
+
+
+# ---- intervals: seeds or a paired bootstrap over the evaluation images --------------------------------------
+def test_estimates_pair_the_runs_when_there_are_enough_of_them():
+    import pandas as pd
+
+    cfg = {"seeds": [0, 1, 2], "ood_set": "digits"}
+    runs = pd.DataFrame([{"method": m, "seed": s, "ood_set": "digits", "criterion": c, "acc": base + s,
+                          "aupr": 50.0 + s + (c == "mi")}
+                         for m, base in (("packed", 90.0), ("single", 89.0)) for s in (2, 0, 1) for c in ("msp", "mi")])
+    est, variance = ch.estimates(cfg, runs, {"pe": ch.Measure("packed", "acc"), "single": ch.Measure("single", "acc"),
+                                             "mi": ch.Measure("packed", "aupr", criterion="mi")})
+    assert est["pe"].replicates.tolist() == [90.0, 91.0, 92.0] and est["pe"].source == "training seeds"
+    assert est["mi"].replicates.tolist() == [51.0, 52.0, 53.0]
+    out = ed.report.evaluate(ed.report.greater("pe", "single"), est)
+    assert out.result == "pass" and out.interval == (1.0, 1.0)  # paired by run: the difference is always 1
+    assert "training seeds" in variance
+    with pytest.raises(InvalidInputError, match="every seed"):
+        ch.estimates(cfg, runs, {"x": ch.Measure("mimo", "acc")})
+
+
+def test_bootstrap_estimates_equal_the_tables_and_are_paired():
+    cfg = ch.preset("tab02_imagenet_ood_shift", "smoke", verbose=False)
+    runs = ch.compare_methods(cfg, methods=("single",), ood_sets=cfg.ood_sets, shift_sets=cfg.shift_sets,
+                              criteria=["msp", "mi"])
+    wanted = {"acc": ch.Measure("single", "acc"), "nll": ch.Measure("single", "nll"),
+              "ece": ch.Measure("single", "ece"),
+              "aupr": ch.Measure("single", "aupr", ood_set="textures/frost"),
+              "rAcc": ch.Measure("single", "rAcc", shift_set="fmnist-r"), "same": ch.Measure("single", "acc")}
+    est, variance = ch.estimates(cfg, runs, wanted, n_resamples=30)
+    row = runs[(runs.ood_set == "textures/frost") & (runs.criterion == "msp")].iloc[0]
+    for name, col in (("acc", "acc"), ("nll", "nll"), ("ece", "ece"), ("aupr", "aupr"), ("rAcc", "rAcc[fmnist-r]")):
+        assert est[name].value == pytest.approx(row[col], rel=1e-5, abs=1e-6), name
+    assert len({e.group for e in est.values()}) == 1 and est["acc"].source == "evaluation samples"
+    assert (est["acc"].replicates == est["same"].replicates).all() and est["acc"].replicates.std() > 0
+    assert "bootstrap" in variance and "fmnist-r" in variance
+
+
+def test_measure_rejects_what_it_cannot_compute():
+    with pytest.raises(UnknownNameError):
+        ch.Measure("packed", "brier")
+    with pytest.raises(InvalidInputError, match="shift_set"):
+        ch.Measure("packed", "rAcc")
+    with pytest.raises(UnknownNameError):
+        ch.Measure("packed", "aupr", criterion="energy")
+
+
+def test_disagreement_per_image_averages_to_the_metric():
+    logits = torch.randn(3, 50, 4, generator=torch.Generator().manual_seed(0))
+    per_image = ch.disagreement_per_image(logits)
+    assert per_image.shape == (50,) and set(per_image.round(6)) <= {0.0, round(1 / 3, 6), round(2 / 3, 6), 1.0}
+    assert per_image.mean() == pytest.approx(float(ed.metrics.disagreement(logits.argmax(-1))))
+    with pytest.raises(InvalidInputError, match="two members"):
+        ch.disagreement_per_image(logits[:1])
 
 
 # ---- member-loss ablation ----------------------------------------------------------------------------------
@@ -200,6 +262,34 @@ def test_speed_table_passes_device_and_dtype_to_the_timers(monkeypatch):
     assert ("inference", "cuda:1", torch.float32, torch.Size([3, 4])) in calls
     assert [c for c in calls if c[0] == "training"] == [("training", "cuda:1", None, None)] * 2
     assert df["device"].eq("cuda:1").all() and df["training images/s"].isna().tolist() == [False, True] * 2
+
+
+def test_speed_table_times_every_model_once_per_round_and_ratios_pair_the_rounds(monkeypatch):
+    order, rates = [], iter([100.0, 50.0, 120.0, 60.0, 80.0, 40.0])  # round by round: a, b
+
+    def fake_inference(net, shape, **kw):
+        order.append((net.tag, kw["repeats"]))
+        return next(rates)
+
+    monkeypatch.setattr(ed.models, "inference_throughput", fake_inference)
+    nets = {"a": torch.nn.Linear(4, 2), "b": torch.nn.Linear(4, 2)}
+    nets["a"].tag, nets["b"].tag = "a", "b"
+    df = ch.speed_table(nets, (4,), device="cpu", batch_size=3, repeats=3)
+    assert order == [("a", 1), ("b", 1)] * 3 and df["round"].tolist() == [0, 0, 1, 1, 2, 2]
+    ratio = ch.speed_ratio(df, "a", "b")
+    assert ratio.source == "timing repeats" and ratio.replicates.tolist() == [2.0, 2.0, 2.0]
+    assert ratio.interval() == (2.0, 2.0)  # the timings move, their ratio does not
+    summary = ch.speed_summary(df).set_index("model")
+    assert summary.loc["a", "inference images/s"] == 100.0 and summary.loc["a", "rounds"] == 3
+    with pytest.raises(UnknownNameError, match="timed model"):
+        ch.speed_ratio(df, "a", "c")
+
+
+def test_timing_pages_need_two_rounds_at_least():
+    with pytest.raises(InvalidInputError, match="at least 2"):
+        ch.preset("fig01_accuracy_vs_speed", "cpu", verbose=False, throughput_repeats=1)
+    with pytest.raises(InvalidInputError, match="at least 2"):
+        ch.preset("appH_training_speed", "cpu", verbose=False, repeats=1)
 
 
 def test_speed_table_times_on_the_cpu_in_16_bits_and_restores_the_model():

@@ -64,9 +64,11 @@ PRESETS["foundations/corruptions"] = {
         "damage_images": 8,  # images used to measure pixel damage per corruption and level
         "damage_size": 224,  # the resolution compared with 28 px in the damage table
         "data_root": "",  # paper scale: folder holding imagenet/val and ImageNet-C-bar
+        "n_resamples": 1000,  # bootstrap resamples of the test images behind the claim's intervals
     },
     "smoke": {
         "eval_subset": 128,
+        "n_resamples": 200,
         "build_sets": False,
         "damage_images": 2,
         "damage_size": 48,
@@ -84,8 +86,9 @@ PRESETS["foundations/zoo"] = {
     # another process busy on the second core two threads fall to 686 while one thread keeps 1,693 (ResNet:
     # 2,146 / 3,241 idle, 2,037 / 891 contended); two one-thread workers measured as fast as one two-thread
     # process on idle cores (37.9 s vs 36.6 s for four recipes) and do not collapse when anything else runs.
-    "common": {"only": ["arch/*", "dd/*"], "train": True, "workers": 1},
-    "smoke": {"only": ["arch/mlp", "arch/small_cnn", "arch/resnet", "arch/vit"]},
+    # n_resamples: bootstrap resamples (test images, and models for the rank correlation) behind the claim
+    "common": {"only": ["arch/*", "dd/*"], "train": True, "workers": 1, "n_resamples": 1000},
+    "smoke": {"only": ["arch/mlp", "arch/small_cnn", "arch/resnet", "arch/vit"], "n_resamples": 200},
     "cpu": {"only": [], "workers": 2},
     # paper scale needs ImageNet (see ensdiv.chapters.zoo); with train=False the table lists what is cached.
     "paper": {"train": False},

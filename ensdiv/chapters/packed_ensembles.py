@@ -5,6 +5,10 @@ scale and seed always map to the same :class:`~ensdiv.Recipe` and hence to the s
 ``tab01_efficient_ensembles`` trains them; ``tab02_imagenet_ood_shift``, ``fig01_accuracy_vs_speed``,
 ``appE_ood_criteria``, ``fig06_07_alpha_gamma`` and ``appF_sources_of_diversity`` read the cache.
 
+Every compared quantity of a page's claim gets an interval through :func:`estimates` (over the training runs
+when a method has at least :data:`MIN_SEEDS`, else a paired bootstrap over the evaluation images), and every
+speed ratio through :func:`speed_table`'s rounds and :func:`speed_ratio` (timing repeats).
+
 Methods (Table 1 of packed-ensembles): ``single``, ``batchensemble``, ``mimo``, ``masksembles``,
 ``packed`` (PE-(α, M, γ)) and ``deep_ensemble`` (M single models with consecutive seeds; member 0
 is the ``single`` model of the same seed, as a Deep Ensemble is M trained single models).
@@ -13,11 +17,15 @@ is the ``single`` model of the same seed, as a Deep Ensemble is M trained single
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor, nn
@@ -55,9 +63,16 @@ __all__ = [
     "baselines_table",
     "recipe_differences",
     "speed_table",
+    "speed_summary",
+    "speed_ratio",
+    "MIN_SEEDS",
+    "Measure",
+    "estimates",
+    "bootstrap",
     "TIMING_DTYPES",
     "deterministic_kernels",
     "sources_of_diversity",
+    "disagreement_per_image",
 ]
 
 SLUG = "packed-ensembles"
@@ -314,6 +329,183 @@ def compare_methods(cfg: dict, *, methods: Sequence[str] = METHODS, ood_sets: Se
     return pd.DataFrame(rows)
 
 
+# ---- intervals of the compared quantities: training seeds, or a paired bootstrap over the evaluation images ----
+#: With at least this many runs per method, a compared quantity's interval comes from the runs (Student-t over
+#: the per-run values, paired by run); with fewer, from a paired bootstrap over the evaluation images.
+MIN_SEEDS = 3
+#: The quantities :func:`estimates` knows: Table 1's and Table 2's columns (``r*`` on a shifted set).
+ESTIMATED_METRICS = ("acc", "nll", "ece", "aupr", "auroc", "fpr95", "rAcc", "rNLL", "rECE")
+_GROUPS = itertools.count()
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One compared quantity of :func:`estimates`: ``metric`` of the variant ``label`` (a method of
+    :data:`METHODS` or a label of ``compare_methods(extra=...)``), on ``ood_set`` with ``criterion`` for the
+    OOD metrics (default: the preset's OOD set and ``msp``), on ``shift_set`` for ``rAcc``/``rNLL``/``rECE``."""
+
+    label: str
+    metric: str
+    ood_set: str | None = None
+    criterion: str | None = None
+    shift_set: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.metric not in ESTIMATED_METRICS:
+            raise unknown_name("metric", self.metric, ESTIMATED_METRICS)
+        if self.metric.startswith("r") and not self.shift_set:
+            raise InvalidInputError(f"{self.metric} is measured on a shifted set: give shift_set.")
+        if self.criterion is not None and self.criterion not in OOD_CRITERIA:
+            raise unknown_name("OOD criterion", self.criterion, OOD_CRITERIA)
+
+    @property
+    def ood(self) -> bool:
+        """Whether the metric scores OOD detection (it reads the test set and an OOD set)."""
+        return self.metric in ("aupr", "auroc", "fpr95")
+
+
+def estimates(cfg: dict, runs: Any, wanted: Mapping[str, Measure], *, variants: Mapping[str, dict] | None = None,
+              n_resamples: int = 1000, seed: int = 0) -> tuple[dict[str, Any], str]:
+    """Every quantity of ``wanted`` as an :class:`~ensdiv.report.Estimate`, and what its interval randomises.
+
+    With at least :data:`MIN_SEEDS` runs (``cfg["seeds"]``) the replicates are the per-run values of
+    ``runs`` (:func:`compare_methods`' table; the k-th run of every method is paired with the k-th of the
+    others); with fewer, they come from one paired bootstrap over the evaluation images (:func:`bootstrap`),
+    the trained models held fixed.
+
+    Args:
+        cfg: the resolved preset ``runs`` was computed with.
+        runs: :func:`compare_methods`' table (method keys or labels as in ``wanted``, not display labels).
+        wanted: ``{quantity name: Measure}``.
+        variants: ``{label: {"method": ..., **options}}`` for labels that are not methods (as ``extra``).
+        n_resamples, seed: the bootstrap's.
+
+    Returns:
+        ``({name: Estimate}, variance)``, ``variance`` one sentence for the claim record.
+    """
+    seeds = list(cfg["seeds"])
+    if len(seeds) >= MIN_SEEDS:
+        out = {}
+        for name, q in wanted.items():
+            rows = runs[runs["method"] == q.label]
+            if q.ood:
+                rows = rows[(rows["ood_set"] == (q.ood_set or _default_ood(cfg)))
+                            & (rows["criterion"] == (q.criterion or "msp"))]
+            col = f"{q.metric}[{q.shift_set}]" if q.shift_set else q.metric
+            per_run = rows.groupby("seed")[col].first().reindex(seeds)
+            if rows.empty or per_run.isna().any():
+                raise InvalidInputError(f"runs has no {col!r} of {q.label!r} for every seed {seeds}.")
+            out[name] = ed.report.from_seeds(per_run.to_numpy(dtype=float))
+        return out, (f"training seeds: {len(seeds)} runs of every method, paired by run (Student-t); the finite "
+                     "test set is not resampled")
+    return bootstrap(cfg, wanted, variants=variants, n_resamples=n_resamples, seed=seed)
+
+
+def _default_ood(cfg: dict) -> str:
+    return (cfg.get("ood_sets") or [cfg["ood_set"]])[0]
+
+
+def _per_image(logits: Tensor, labels: Tensor) -> dict[str, np.ndarray]:
+    """Per-image correctness and NLL of an ensemble's averaged softmax, and its probabilities."""
+    probs = logits.float().softmax(-1).mean(0)
+    p_true = probs.gather(1, labels.view(-1, 1)).squeeze(1)
+    return {"correct": (probs.argmax(-1) == labels).double().numpy(),
+            "nll": (-p_true.clamp_min(1e-12).log()).double().numpy(), "probs": probs}
+
+
+def bootstrap(cfg: dict, wanted: Mapping[str, Measure], *, variants: Mapping[str, dict] | None = None,
+              n_resamples: int = 1000, seed: int = 0) -> tuple[dict[str, Any], str]:
+    """A paired bootstrap of ``wanted`` over the evaluation images, the models of ``cfg``'s runs held fixed.
+
+    Each resample draws the test images, every OOD set and every shifted set anew, each set on its own (so an
+    OOD metric keeps the OOD share of the data it was measured on); one draw serves every quantity, so the
+    estimates are paired (two methods that agree on every image differ by exactly zero in every replicate).
+    A quantity of several runs is the mean over the runs, as in the tables. Predictions come from the cache
+    (``ed.predict``; trained on a miss).
+
+    Returns:
+        ``({name: Estimate}, variance)`` (see :func:`estimates`).
+    """
+    specs = {m: {"method": m} for m in METHODS}
+    specs.update(variants or {})
+    missing = sorted({q.label for q in wanted.values()} - set(specs))
+    if missing:
+        raise unknown_name("variant (give it in variants=)", missing[0], specs)
+    sets: dict[str, Any] = {"test": eval_set(cfg["test_set"], subset=cfg["test_subset"])}
+    for q in wanted.values():
+        if q.ood:
+            name = q.ood_set or _default_ood(cfg)
+            sets.setdefault(f"ood:{name}", eval_set(name, subset=cfg["ood_subset"]))
+        if q.shift_set:
+            sets.setdefault(f"shift:{q.shift_set}", eval_set(q.shift_set, subset=cfg["test_subset"]))
+    logits: dict[tuple[str, int, str], Tensor] = {}
+
+    def member_logits(label: str, run: int, key: str) -> Tensor:
+        if (label, run, key) not in logits:
+            spec = dict(specs[label])
+            method = spec.pop("method")
+            logits[label, run, key] = method_logits(recipes_for(method, cfg, run, **spec), sets[key])
+        return logits[label, run, key]
+
+    labels = {k: d.y for k, d in sets.items()}
+    funcs = {}
+    for name, q in wanted.items():
+        per_run = []
+        for run in cfg["seeds"]:
+            if q.ood:
+                crit = q.criterion or "msp"
+                s_id = ood_scores(member_logits(q.label, run, "test"), crit).double().numpy()
+                s_ood = ood_scores(member_logits(q.label, run, f"ood:{q.ood_set or _default_ood(cfg)}"),
+                                   crit).double().numpy()
+                per_run.append((s_id, s_ood))
+            else:
+                key = f"shift:{q.shift_set}" if q.shift_set else "test"
+                per_run.append((key, _per_image(member_logits(q.label, run, key), labels[key])))
+        funcs[name] = _statistic(q, per_run, labels, cfg)
+    rng = np.random.default_rng(seed)
+    sizes = {k: len(d) for k, d in sets.items()}
+    full = {k: np.arange(n) for k, n in sizes.items()}
+    reps = np.empty((len(funcs), n_resamples))
+    for r in range(n_resamples):
+        idx = {k: rng.integers(0, n, n) for k, n in sizes.items()}
+        for i, fn in enumerate(funcs.values()):
+            reps[i, r] = fn(idx)
+    group = f"packed-ensembles-{next(_GROUPS)}"
+    out = {name: ed.report.Estimate(float(fn(full)), reps[i], "evaluation samples", "bootstrap", group)
+           for i, (name, fn) in enumerate(funcs.items())}
+    shown = ", ".join(f"{len(sets[k])} {k.split(':')[-1] if ':' in k else 'test'} images" for k in sets)
+    n_runs = len(cfg["seeds"])
+    return out, (f"evaluation images: {n_resamples} paired bootstrap resamples ({shown}, each set resampled on "
+                 f"its own), the trained models held fixed ({n_runs} run{'s' if n_runs > 1 else ''}); training "
+                 "seeds not covered")
+
+
+def _statistic(q: Measure, per_run: list, labels: Mapping[str, Tensor], cfg: dict) -> Any:
+    """``f(indices by set) -> float``: ``q``'s metric on a resample, averaged over the runs."""
+    if q.ood:
+        key = f"ood:{q.ood_set or _default_ood(cfg)}"
+        metric = {"aupr": mt.aupr, "auroc": mt.auroc, "fpr95": functools.partial(mt.fpr_at_tpr, tpr=0.95)}[q.metric]
+
+        def ood_stat(idx: Mapping[str, np.ndarray]) -> float:
+            return float(np.mean([100 * float(metric(torch.from_numpy(s_id[idx["test"]]),
+                                                     torch.from_numpy(s_ood[idx[key]]), validate_args=False))
+                                  for s_id, s_ood in per_run]))
+        return ood_stat
+    key = per_run[0][0]
+    base = q.metric.removeprefix("r").lower()
+    if base in ("acc", "nll"):
+        column = "correct" if base == "acc" else "nll"
+        values = np.mean([d[column] for _, d in per_run], axis=0) * (100 if base == "acc" else 1)
+        return lambda idx: float(values[idx[key]].mean())
+    y = labels[key]
+
+    def ece_stat(idx: Mapping[str, np.ndarray]) -> float:
+        i = torch.from_numpy(idx[key])
+        return float(np.mean([float(mt.ece(d["probs"][i], y[i], n_bins=15, validate_args=False))
+                              for _, d in per_run]))
+    return ece_stat
+
+
 def mean_std(df: Any, *, by: Sequence[str] = ("method",), digits: int = 3) -> Any:
     """``mean ± std`` over seeds of every numeric column of :func:`compare_methods`' table."""
     skip = (*by, "seed", "ood_set", "criterion")
@@ -432,29 +624,55 @@ TIMING_DTYPES = ("float32", "float16", "bfloat16")
 def speed_table(models: dict[str, nn.Module], shape: tuple[int, int, int], *, device: str, batch_size: int,
                 repeats: int, dtypes: Sequence[str] = ("float32",), train_batch: int = 0, train_steps: int = 0,
                 num_classes: int = 10) -> pd.DataFrame:
-    """Inference (and optionally training) throughput of each model on ``device``, one row per (model, dtype).
+    """Inference (and optionally training) throughput of each model on ``device``: one row per (round, model,
+    dtype), ``repeats`` rounds.
 
-    Every model is timed on the same seeded batch; the timers move it to ``device``, cast it to the
-    dtype and synchronise CUDA. Training is timed in float32 only (``train_steps`` > 0).
+    Every round times every model once, one after the other (``ed.models.inference_throughput`` with one
+    timed run, and ``training_throughput``), so the k-th timings of two models are taken side by side and a
+    ratio of two models is paired by round (:func:`speed_ratio`). Every model is timed on the same seeded
+    batch; the timers move it to ``device``, cast it to the dtype and synchronise CUDA. Training is timed in
+    float32 only (``train_steps`` > 0). The rounds say how much the timings move within this process, not
+    between processes or machines.
     """
     for dt in dtypes:
         if dt not in TIMING_DTYPES:
             raise unknown_name("timing dtype", dt, TIMING_DTYPES)
     inputs = torch.randn(batch_size, *shape, generator=torch.Generator().manual_seed(0))
     rows = []
-    for label, net in models.items():
-        for dt in dtypes:
-            row = {"model": label, "dtype": dt, "device": str(device),
-                   "inference images/s": ed.models.inference_throughput(
-                       net, shape, batch_size=batch_size, repeats=repeats, inputs=inputs, device=device,
-                       dtype=getattr(torch, dt))}
-            if train_steps and dt == "float32":
-                row["training images/s"] = ed.models.training_throughput(
-                    net.float(), shape, num_classes=num_classes, batch_size=train_batch, steps=train_steps,
-                    device=device)
-            rows.append(row)
+    for rnd in range(repeats):
+        for label, net in models.items():
+            for dt in dtypes:
+                row = {"model": label, "dtype": dt, "device": str(device), "round": rnd,
+                       "inference images/s": ed.models.inference_throughput(
+                           net, shape, batch_size=batch_size, repeats=1, inputs=inputs, device=device,
+                           dtype=getattr(torch, dt))}
+                if train_steps and dt == "float32":
+                    row["training images/s"] = ed.models.training_throughput(
+                        net.float(), shape, num_classes=num_classes, batch_size=train_batch, steps=train_steps,
+                        device=device)
+                rows.append(row)
+    for net in models.values():
         net.float().cpu()
     return pd.DataFrame(rows)
+
+
+def speed_summary(speeds: pd.DataFrame) -> pd.DataFrame:
+    """:func:`speed_table`'s rounds averaged: one row per (model, dtype), the mean images/s and its rounds."""
+    cols = [c for c in ("inference images/s", "training images/s") if c in speeds]
+    g = speeds.groupby(["model", "dtype"], sort=False)
+    return g[cols].mean().join(g["round"].count().rename("rounds")).reset_index()
+
+
+def speed_ratio(speeds: pd.DataFrame, a: str, b: str, *, column: str = "inference images/s",
+                dtype: str = "float32") -> Any:
+    """The throughput of model ``a`` over model ``b`` (``column``, ``dtype``), round by round: an
+    :class:`~ensdiv.report.Estimate` whose replicates are the per-round ratios (source ``timing repeats``;
+    its interval covers the spread of the timings within this process)."""
+    rows = speeds[speeds["dtype"] == dtype].pivot(index="round", columns="model", values=column)
+    for name in (a, b):
+        if name not in rows:
+            raise unknown_name("timed model", name, list(rows.columns))
+    return ed.report.from_seeds((rows[a] / rows[b]).to_numpy(dtype=float), source="timing repeats")
 
 
 # ---- App. F: sources of diversity ---------------------------------------------------------------------------
@@ -526,6 +744,17 @@ def sources_of_diversity(cfg: dict, test: Any, *, deterministic: bool = False,
                   **{k: torch.stack(v) for k, v in seeds.items()},
                   "Packed-Ensembles members (one model)": method_logits(recipes_for("packed", cfg, 0), test)}
     return conditions, all(torch.equal(r, plain_ref) for r in retrains)
+
+
+def disagreement_per_image(logits: Tensor) -> np.ndarray:
+    """Per test image, the fraction of member pairs that predict different classes, from member logits
+    ``(M, N, C)`` (M >= 2); its mean over the images is ``ed.metrics.disagreement`` of the predictions."""
+    preds = logits.argmax(-1)
+    m = preds.shape[0]
+    if m < 2:
+        raise InvalidInputError(f"Disagreement needs at least two members, got {m}.")
+    pairs = [(preds[i] != preds[j]).double() for i in range(m) for j in range(i + 1, m)]
+    return torch.stack(pairs).mean(0).numpy()
 
 
 # ---- presets ------------------------------------------------------------------------------------------
@@ -600,10 +829,14 @@ _TRAIN = {
 _TRAIN_TYPES = {"widths": list[int], "milestones": list[int]}
 
 
+# n_resamples: the paired bootstrap over the evaluation images (pages with fewer than MIN_SEEDS runs)
+_RESAMPLES = {"smoke": 200, "cpu": 1000, "paper": 1000}
+
+
 def _with_train(**extra_by_scale: dict) -> dict:
     out = {"common": extra_by_scale.pop("common", {}), "types": _TRAIN_TYPES}
     for scale, train in _TRAIN.items():
-        out[scale] = {**train, **extra_by_scale.get(scale, {})}
+        out[scale] = {**train, "n_resamples": _RESAMPLES[scale], **extra_by_scale.get(scale, {})}
     return out
 
 
@@ -624,18 +857,21 @@ PRESETS = {
                "schedule": "cosine", "milestones": [], "crop_pad": 2,
                "seeds": [0], "ood_sets": ["imagenet-o", "textures"], "shift_sets": ["imagenet-r"]},
     ),
-    "packed-ensembles/fig01_accuracy_vs_speed": _with_train(
-        common={"throughput_batch": 128, "throughput_repeats": 3, "dtype": "float32"},
-        smoke={"throughput_batch": 16, "throughput_repeats": 1},
-    ),
+    # throughput_repeats: timing rounds, every model once per round (at least 2: the ratios need an interval)
+    "packed-ensembles/fig01_accuracy_vs_speed": {**_with_train(
+        common={"throughput_batch": 128, "throughput_repeats": 5, "dtype": "float32"},
+        smoke={"throughput_batch": 16, "throughput_repeats": 3},
+    ), "ranges": {"throughput_repeats": (2, None)}},
     "packed-ensembles/fig06_07_alpha_gamma": _with_train(
         smoke={"alphas": [1, 2], "gammas": [1, 2], "seeds": [0]},
         cpu={"alphas": [1, 2, 3], "gammas": [1, 2, 4], "seeds": [0]},
         paper={"alphas": [1, 2, 3, 4], "gammas": [1, 2, 4], "seeds": [0, 1, 2]},
     ),
+    # timing_batch / timing_repeats: the three forms timed on one batch, every form once per round
     "packed-ensembles/fig03_equivalent_forms": {
-        "common": {"num_members": 3, "batch": 8, "seed": 0},
-        "smoke": {}, "cpu": {}, "paper": {"batch": 64},
+        "common": {"num_members": 3, "batch": 8, "seed": 0, "timing_batch": 128, "timing_repeats": 5},
+        "smoke": {"timing_batch": 16, "timing_repeats": 3}, "cpu": {}, "paper": {"batch": 64},
+        "ranges": {"timing_repeats": (2, None)},
     },
     "packed-ensembles/appE_ood_criteria": _with_train(
         cpu={"ood_set": "digits"}, paper=_paper_train("cifar100/train", "resnet18"),
@@ -650,14 +886,15 @@ PRESETS = {
     # App. H: dtypes are the inference precisions timed (the appendix times 16-bit floats on a GPU; on a
     # CPU 16-bit kernels are emulated and slow, so cpu times float32 only; smoke runs both to test the path).
     "packed-ensembles/appH_training_speed": {
+        # repeats: timing rounds, every model once per round (at least 2: the ratios need an interval)
         "common": {"num_estimators": 4, "archs": ["small", "resnet18"], "batch": 64, "train_batch": 32,
-                   "repeats": 3, "train_steps": 2, "widths": [16, 32, 64], "dtypes": ["float32"]},
-        "smoke": {"archs": ["test"], "batch": 8, "train_batch": 8, "repeats": 1, "train_steps": 1,
+                   "repeats": 5, "train_steps": 2, "widths": [16, 32, 64], "dtypes": ["float32"]},
+        "smoke": {"archs": ["test"], "batch": 8, "train_batch": 8, "repeats": 3, "train_steps": 1,
                   "widths": None, "dtypes": ["float32", "float16"]},
         "cpu": {},
         "paper": {"archs": ["resnet18", "resnet50"], "batch": 256, "train_batch": 128, "repeats": 5,
                   "train_steps": 10, "widths": None, "dtypes": ["float32", "float16"]},
-        "types": {"widths": list[int]},
+        "types": {"widths": list[int]}, "ranges": {"repeats": (2, None)},
     },
 }
 
