@@ -4,7 +4,9 @@ unlabeled OOD stream end to end, the uniform soup, the released tables and the c
 from __future__ import annotations
 
 import copy
+import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -114,3 +116,22 @@ def test_weight_spread_is_zero_for_identical_members_and_the_largest_entry_gap_o
         heads[1].weight[2, 1] += 0.3   # the largest gap, by hand: 0.3
         heads[2].bias[0] -= 0.1
     assert ch.weight_spread({}, "naive_a2d") == pytest.approx(0.3, abs=1e-6)
+
+
+def test_detection_and_bootstrap_helpers_of_the_claims():
+    gen = torch.Generator().manual_seed(0)
+    id_s, ood_s = torch.rand(40, generator=gen), torch.rand(30, generator=gen) + 0.3
+    score, is_ood = ch.pooled(id_s, ood_s)
+    assert score.shape == (70,) and is_ood.sum() == 30 and not is_ood[:40].any()
+    assert ch.auroc_of(score, is_ood) == pytest.approx(float(ed.metrics.auroc(id_s, ood_s)), abs=1e-6)
+    assert ch.auroc_of(np.ones(4), np.array([0, 0, 1, 1])) == 0.5  # ties count one half
+    assert math.isnan(ch.auroc_of(score[:40], is_ood[:40]))  # no OOD sample
+    logits = torch.randn(3, 10, 4, generator=gen)
+    assert np.allclose(ch.ood_score(logits, "PDS"), ed.metrics.pds(logits.softmax(-1)).numpy())
+    assert np.allclose(ch.ood_score(logits, "BMA"), -ed.metrics.bma_confidence(logits.softmax(-1)).numpy())
+    cfg = {"n_resamples": 50, "seed": 0}
+    est = ch.bootstrap(cfg, {"a": (score, is_ood), "b": (score, is_ood)}, {"a": ch.auroc_of, "b": ch.auroc_of})
+    assert np.array_equal(est["a"].replicates, est["b"].replicates)  # one resample serves both: paired
+    missing = ch.bootstrap(cfg, {"a": np.ones(1)})["a"]  # fewer than two samples: not computable, still an estimate
+    assert isinstance(missing, ed.report.Estimate) and math.isnan(missing.value) and missing.interval() is None
+    assert ch.preset("tab01_unique", "smoke", verbose=False).n_resamples == 200

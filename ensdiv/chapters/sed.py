@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from scipy import stats
 from torch import Tensor, nn
 
 import ensdiv as ed
@@ -43,7 +44,8 @@ __all__ = [
     "SLUG", "METHODS", "METHOD_LABELS", "PRESETS", "preset", "backbone_recipe", "method_recipes", "set_features",
     "ensemble_logits", "soup_logits", "single_logits", "natural_hard", "evaluate", "detection", "summary",
     "released_tables", "RELEASED_MODELS", "time_steps", "fit_exponent", "DIVERSE_HPS", "PAPER_TABLE1",
-    "PAPER_TABLE2", "PAPER_TABLE3",
+    "PAPER_TABLE2", "PAPER_TABLE3", "MEMBER_MARGIN", "ood_score", "pooled", "auroc_of", "member_accuracy",
+    "committee_correct", "missing_estimate", "bootstrap",
 ]
 
 SLUG = "sed"
@@ -112,11 +114,12 @@ _PAPER_SETS = {"val": "imagenet/val", "c1": "imagenet-c/gaussian_noise/1", "c5":
 _COMMON = {
     "members": 5, "subset": 2, "lam_gen": 0.1, "lam_det": 5.0, "lam_sem": 0.5, "lam_naive": 1.0, "seed": 0,
     "committee": ["arch/resnet", "arch/convnext", "arch/mixer"], "committee_wrong": 2,
+    "n_resamples": 1000,  # paired-bootstrap resamples of the test images behind every interval (#27)
 }
 _SCALES = {
     "smoke": {"backbone": "arch/vit", "cut": "block", "epochs": 1, "batch_size": 64, "lr": 1e-3, "weight_decay": 0.01,
               "feature_passes": 1, "augment": "flip", "eval_subset": 300, "sets": _CPU_SETS,
-              "committee": ["arch/resnet", "arch/mlp"], "committee_wrong": 1},
+              "committee": ["arch/resnet", "arch/mlp"], "committee_wrong": 1, "n_resamples": 200},
     "cpu": {"backbone": "arch/vit", "cut": "block", "epochs": 3, "batch_size": 64, "lr": 1e-3, "weight_decay": 0.01,
             "feature_passes": 1, "augment": "flipcrop", "eval_subset": 0, "sets": _CPU_SETS},
     # §4.1: AdamW, batch 16, lr 1e-3, wd 0.01, 10 epochs, λ 0.1, |I| = 2, DeiT3-B (IN-21k, fine-tuned IN-1k)
@@ -357,6 +360,79 @@ def summary(cfg: dict, methods: Sequence[str], roles: Sequence[str], members: in
                 row.update({f"auroc_{k}": v for k, v in detection(id_logits, logits).items()})
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ---- intervals over the test images (#27) -----------------------------------------------------------------
+#: Member-quality margin (percentage points) of Tables 1 and 3: a diversified method's mean member accuracy on
+#: the clean test set may trail the deep ensemble's by at most this much. The paper's own SED members are about
+#: as accurate as the deep ensemble's (Table 2, best member on IN-Val: 85.1 % against 85.4 %, M = 5); 5 points
+#: allows for short head training and still fails members at chance (10 % on ten classes).
+MEMBER_MARGIN = 5.0
+
+
+def missing_estimate() -> ed.report.Estimate:
+    """A quantity this run cannot compute (a set without samples, no committee): NaN, so a check reading it is
+    not computable, but still an estimate (its check is built to get an interval)."""
+    return ed.report.Estimate(math.nan, np.full(2, math.nan))
+
+
+def bootstrap(cfg: dict, per_sample: dict, statistic: dict | None = None) -> dict[str, ed.report.Estimate]:
+    """:func:`ensdiv.report.paired_bootstrap` over the evaluation samples with the page's ``n_resamples`` and
+    ``seed``; every quantity is :func:`missing_estimate` when the set has fewer than two samples."""
+    sizes = {len(v[0] if isinstance(v, tuple) else v) for v in per_sample.values()}
+    if min(sizes) < 2:
+        return {k: missing_estimate() for k in per_sample}
+    return ed.report.paired_bootstrap(per_sample, statistic=statistic, n_resamples=int(cfg["n_resamples"]),
+                                      seed=int(cfg["seed"]))
+
+
+def ood_score(logits: Tensor, kind: str) -> np.ndarray:
+    """Per-sample OOD score of an ensemble's logits ``(M, N, C)``: ``"BMA"`` (negated BMA confidence, Eq. 7) or
+    ``"PDS"`` (Eq. 8); higher = more OOD."""
+    probs = logits.softmax(-1)
+    score = -mt.bma_confidence(probs) if kind == "BMA" else mt.pds(probs) if kind == "PDS" else None
+    if score is None:
+        raise unknown_name("OOD score", kind, ("BMA", "PDS"))
+    return score.double().numpy()
+
+
+def pooled(id_score: Any, ood_score_: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The ID and OOD samples as one evaluation set: concatenated scores and the OOD indicator (for a paired
+    bootstrap over both sets' images)."""
+    a, b = np.asarray(id_score, dtype=float), np.asarray(ood_score_, dtype=float)
+    return np.concatenate([a, b], axis=0), np.concatenate([np.zeros(len(a), bool), np.ones(len(b), bool)])
+
+
+def auroc_of(score: np.ndarray, is_ood: np.ndarray) -> float:
+    """AUROC of ``score`` for OOD (positive) against ID samples, ties one half (as :func:`ensdiv.metrics.auroc`);
+    NaN when one side is empty. Numpy, for bootstrap statistics."""
+    pos = np.asarray(is_ood, bool)
+    n1, n0 = int(pos.sum()), int((~pos).sum())
+    if n1 == 0 or n0 == 0:
+        return math.nan
+    ranks = stats.rankdata(score)
+    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def member_accuracy(cfg: dict, runs: dict[str, str]) -> dict[str, ed.report.Estimate]:
+    """Mean member accuracy (%) on the clean test set of each method (``{label: method}``), one paired bootstrap
+    over the test images: ``{"mean member acc <label> (val, %)": Estimate}``."""
+    labels = set_features(cfg, "val")[1]
+    per_image = {f"mean member acc {label} (val, %)":
+                 100 * (ensemble_logits(cfg, method, "val").argmax(-1) == labels).double().mean(0).numpy()
+                 for label, method in runs.items()}
+    return bootstrap(cfg, per_image)
+
+
+def committee_correct(cfg: dict, role: str) -> Tensor | None:
+    """Correctness ``(K, N)`` of the independent committee (``committee``: zoo models of other architectures,
+    trained on their own, as for :func:`natural_hard`) on the set of ``role``; None without a committee (paper
+    scale)."""
+    if cfg["scale"] == "paper" or not cfg["committee"]:
+        return None
+    data = _eval_set(cfg, role)
+    recipes = zoo.zoo_recipes(cfg["scale"], list(cfg["committee"]))
+    return torch.stack([ed.predict(r, data).argmax(-1) == data.y for r in recipes.values()])
 
 
 # ---- the authors' released tables -------------------------------------------------------------------------

@@ -1,0 +1,198 @@
+"""Every compared quantity of a Packed-Ensembles claim as an estimate: over training runs, or a paired bootstrap."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+import ensdiv as ed
+from ensdiv import metrics as mt
+from ensdiv.chapters.packed_ensembles.methods import (
+    METHODS,
+    OOD_CRITERIA,
+    eval_set,
+    method_logits,
+    ood_scores,
+    recipes_for,
+)
+from ensdiv.errors import InvalidInputError, unknown_name
+
+MIN_SEEDS = 3
+#: The quantities :func:`estimates` knows: Table 1's and Table 2's columns (``r*`` on a shifted set).
+ESTIMATED_METRICS = ("acc", "nll", "ece", "aupr", "auroc", "fpr95", "rAcc", "rNLL", "rECE")
+_GROUPS = itertools.count()
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One compared quantity of :func:`estimates`: ``metric`` of the variant ``label`` (a method of
+    :data:`METHODS` or a label of ``compare_methods(extra=...)``), on ``ood_set`` with ``criterion`` for the
+    OOD metrics (default: the preset's OOD set and ``msp``), on ``shift_set`` for ``rAcc``/``rNLL``/``rECE``."""
+
+    label: str
+    metric: str
+    ood_set: str | None = None
+    criterion: str | None = None
+    shift_set: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.metric not in ESTIMATED_METRICS:
+            raise unknown_name("metric", self.metric, ESTIMATED_METRICS)
+        if self.metric.startswith("r") and not self.shift_set:
+            raise InvalidInputError(f"{self.metric} is measured on a shifted set: give shift_set.")
+        if self.criterion is not None and self.criterion not in OOD_CRITERIA:
+            raise unknown_name("OOD criterion", self.criterion, OOD_CRITERIA)
+
+    @property
+    def ood(self) -> bool:
+        """Whether the metric scores OOD detection (it reads the test set and an OOD set)."""
+        return self.metric in ("aupr", "auroc", "fpr95")
+
+
+def estimates(cfg: dict, runs: Any, wanted: Mapping[str, Measure], *, variants: Mapping[str, dict] | None = None,
+              n_resamples: int = 1000, seed: int = 0) -> tuple[dict[str, Any], str]:
+    """Every quantity of ``wanted`` as an :class:`~ensdiv.report.Estimate`, and what its interval randomises.
+
+    With at least :data:`MIN_SEEDS` runs (``cfg["seeds"]``) the replicates are the per-run values of
+    ``runs`` (:func:`compare_methods`' table; the k-th run of every method is paired with the k-th of the
+    others); with fewer, they come from one paired bootstrap over the evaluation images (:func:`bootstrap`),
+    the trained models held fixed.
+
+    Args:
+        cfg: the resolved preset ``runs`` was computed with.
+        runs: :func:`compare_methods`' table (method keys or labels as in ``wanted``, not display labels).
+        wanted: ``{quantity name: Measure}``.
+        variants: ``{label: {"method": ..., **options}}`` for labels that are not methods (as ``extra``).
+        n_resamples, seed: the bootstrap's.
+
+    Returns:
+        ``({name: Estimate}, variance)``, ``variance`` one sentence for the claim record.
+    """
+    seeds = list(cfg["seeds"])
+    if len(seeds) >= MIN_SEEDS:
+        out = {}
+        for name, q in wanted.items():
+            rows = runs[runs["method"] == q.label]
+            if q.ood:
+                rows = rows[(rows["ood_set"] == (q.ood_set or _default_ood(cfg)))
+                            & (rows["criterion"] == (q.criterion or "msp"))]
+            col = f"{q.metric}[{q.shift_set}]" if q.shift_set else q.metric
+            per_run = rows.groupby("seed")[col].first().reindex(seeds)
+            if rows.empty or per_run.isna().any():
+                raise InvalidInputError(f"runs has no {col!r} of {q.label!r} for every seed {seeds}.")
+            out[name] = ed.report.from_seeds(per_run.to_numpy(dtype=float))
+        return out, (f"training seeds: {len(seeds)} runs of every method, paired by run (Student-t); the finite "
+                     "test set is not resampled")
+    return bootstrap(cfg, wanted, variants=variants, n_resamples=n_resamples, seed=seed)
+
+
+def _default_ood(cfg: dict) -> str:
+    return (cfg.get("ood_sets") or [cfg["ood_set"]])[0]
+
+
+def _per_image(logits: Tensor, labels: Tensor) -> dict[str, np.ndarray]:
+    """Per-image correctness and NLL of an ensemble's averaged softmax, and its probabilities."""
+    probs = logits.float().softmax(-1).mean(0)
+    p_true = probs.gather(1, labels.view(-1, 1)).squeeze(1)
+    return {"correct": (probs.argmax(-1) == labels).double().numpy(),
+            "nll": (-p_true.clamp_min(1e-12).log()).double().numpy(), "probs": probs}
+
+
+def bootstrap(cfg: dict, wanted: Mapping[str, Measure], *, variants: Mapping[str, dict] | None = None,
+              n_resamples: int = 1000, seed: int = 0) -> tuple[dict[str, Any], str]:
+    """A paired bootstrap of ``wanted`` over the evaluation images, the models of ``cfg``'s runs held fixed.
+
+    Each resample draws the test images, every OOD set and every shifted set anew, each set on its own (so an
+    OOD metric keeps the OOD share of the data it was measured on); one draw serves every quantity, so the
+    estimates are paired (two methods that agree on every image differ by exactly zero in every replicate).
+    A quantity of several runs is the mean over the runs, as in the tables. Predictions come from the cache
+    (``ed.predict``; trained on a miss).
+
+    Returns:
+        ``({name: Estimate}, variance)`` (see :func:`estimates`).
+    """
+    specs = {m: {"method": m} for m in METHODS}
+    specs.update(variants or {})
+    missing = sorted({q.label for q in wanted.values()} - set(specs))
+    if missing:
+        raise unknown_name("variant (give it in variants=)", missing[0], specs)
+    sets: dict[str, Any] = {"test": eval_set(cfg["test_set"], subset=cfg["test_subset"])}
+    for q in wanted.values():
+        if q.ood:
+            name = q.ood_set or _default_ood(cfg)
+            sets.setdefault(f"ood:{name}", eval_set(name, subset=cfg["ood_subset"]))
+        if q.shift_set:
+            sets.setdefault(f"shift:{q.shift_set}", eval_set(q.shift_set, subset=cfg["test_subset"]))
+    logits: dict[tuple[str, int, str], Tensor] = {}
+
+    def member_logits(label: str, run: int, key: str) -> Tensor:
+        if (label, run, key) not in logits:
+            spec = dict(specs[label])
+            method = spec.pop("method")
+            logits[label, run, key] = method_logits(recipes_for(method, cfg, run, **spec), sets[key])
+        return logits[label, run, key]
+
+    labels = {k: d.y for k, d in sets.items()}
+    funcs = {}
+    for name, q in wanted.items():
+        per_run = []
+        for run in cfg["seeds"]:
+            if q.ood:
+                crit = q.criterion or "msp"
+                s_id = ood_scores(member_logits(q.label, run, "test"), crit).double().numpy()
+                s_ood = ood_scores(member_logits(q.label, run, f"ood:{q.ood_set or _default_ood(cfg)}"),
+                                   crit).double().numpy()
+                per_run.append((s_id, s_ood))
+            else:
+                key = f"shift:{q.shift_set}" if q.shift_set else "test"
+                per_run.append((key, _per_image(member_logits(q.label, run, key), labels[key])))
+        funcs[name] = _statistic(q, per_run, labels, cfg)
+    rng = np.random.default_rng(seed)
+    sizes = {k: len(d) for k, d in sets.items()}
+    full = {k: np.arange(n) for k, n in sizes.items()}
+    reps = np.empty((len(funcs), n_resamples))
+    for r in range(n_resamples):
+        idx = {k: rng.integers(0, n, n) for k, n in sizes.items()}
+        for i, fn in enumerate(funcs.values()):
+            reps[i, r] = fn(idx)
+    group = f"packed-ensembles-{next(_GROUPS)}"
+    out = {name: ed.report.Estimate(float(fn(full)), reps[i], "evaluation samples", "bootstrap", group)
+           for i, (name, fn) in enumerate(funcs.items())}
+    shown = ", ".join(f"{len(sets[k])} {k.split(':')[-1] if ':' in k else 'test'} images" for k in sets)
+    n_runs = len(cfg["seeds"])
+    return out, (f"evaluation images: {n_resamples} paired bootstrap resamples ({shown}, each set resampled on "
+                 f"its own), the trained models held fixed ({n_runs} run{'s' if n_runs > 1 else ''}); training "
+                 "seeds not covered")
+
+
+def _statistic(q: Measure, per_run: list, labels: Mapping[str, Tensor], cfg: dict) -> Any:
+    """``f(indices by set) -> float``: ``q``'s metric on a resample, averaged over the runs."""
+    if q.ood:
+        key = f"ood:{q.ood_set or _default_ood(cfg)}"
+        metric = {"aupr": mt.aupr, "auroc": mt.auroc, "fpr95": functools.partial(mt.fpr_at_tpr, tpr=0.95)}[q.metric]
+
+        def ood_stat(idx: Mapping[str, np.ndarray]) -> float:
+            return float(np.mean([100 * float(metric(torch.from_numpy(s_id[idx["test"]]),
+                                                     torch.from_numpy(s_ood[idx[key]]), validate_args=False))
+                                  for s_id, s_ood in per_run]))
+        return ood_stat
+    key = per_run[0][0]
+    base = q.metric.removeprefix("r").lower()
+    if base in ("acc", "nll"):
+        column = "correct" if base == "acc" else "nll"
+        values = np.mean([d[column] for _, d in per_run], axis=0) * (100 if base == "acc" else 1)
+        return lambda idx: float(values[idx[key]].mean())
+    y = labels[key]
+
+    def ece_stat(idx: Mapping[str, np.ndarray]) -> float:
+        i = torch.from_numpy(idx[key])
+        return float(np.mean([float(mt.ece(d["probs"][i], y[i], n_bins=15, validate_args=False))
+                              for _, d in per_run]))
+    return ece_stat

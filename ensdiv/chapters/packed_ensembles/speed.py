@@ -1,0 +1,177 @@
+"""Timing and the sources of diversity: throughput in rounds, speed ratios, deterministic kernels."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+import ensdiv as ed
+from ensdiv.chapters.packed_ensembles.methods import method_logits, recipes_for
+from ensdiv.errors import InvalidInputError, unknown_name
+
+TIMING_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def speed_table(models: dict[str, nn.Module], shape: tuple[int, int, int], *, device: str, batch_size: int,
+                repeats: int, dtypes: Sequence[str] = ("float32",), train_batch: int = 0, train_steps: int = 0,
+                num_classes: int = 10) -> pd.DataFrame:
+    """Inference (and optionally training) throughput of each model on ``device``: one row per (round, model,
+    dtype), ``repeats`` rounds.
+
+    Every round times every model once, one after the other (``ed.models.inference_throughput`` with one
+    timed run, and ``training_throughput``), so the k-th timings of two models are taken side by side and a
+    ratio of two models is paired by round (:func:`speed_ratio`). Every model is timed on the same seeded
+    batch; the timers move it to ``device``, cast it to the dtype and synchronise CUDA. Training is timed in
+    float32 only (``train_steps`` > 0). The rounds say how much the timings move within this process, not
+    between processes or machines.
+    """
+    for dt in dtypes:
+        if dt not in TIMING_DTYPES:
+            raise unknown_name("timing dtype", dt, TIMING_DTYPES)
+    inputs = torch.randn(batch_size, *shape, generator=torch.Generator().manual_seed(0))
+    rows = []
+    for rnd in range(repeats):
+        for label, net in models.items():
+            for dt in dtypes:
+                row = {"model": label, "dtype": dt, "device": str(device), "round": rnd,
+                       "inference images/s": ed.models.inference_throughput(
+                           net, shape, batch_size=batch_size, repeats=1, inputs=inputs, device=device,
+                           dtype=getattr(torch, dt))}
+                if train_steps and dt == "float32":
+                    row["training images/s"] = ed.models.training_throughput(
+                        net.float(), shape, num_classes=num_classes, batch_size=train_batch, steps=train_steps,
+                        device=device)
+                rows.append(row)
+    for net in models.values():
+        net.float().cpu()
+    return pd.DataFrame(rows)
+
+
+def speed_summary(speeds: pd.DataFrame) -> pd.DataFrame:
+    """:func:`speed_table`'s rounds averaged: one row per (model, dtype), the mean images/s and its rounds."""
+    cols = [c for c in ("inference images/s", "training images/s") if c in speeds]
+    g = speeds.groupby(["model", "dtype"], sort=False)
+    return g[cols].mean().join(g["round"].count().rename("rounds")).reset_index()
+
+
+def speed_ratio(speeds: pd.DataFrame, a: str, b: str, *, column: str = "inference images/s",
+                dtype: str = "float32") -> Any:
+    """The throughput of model ``a`` over model ``b`` (``column``, ``dtype``), round by round: an
+    :class:`~ensdiv.report.Estimate` whose replicates are the per-round ratios (source ``timing repeats``;
+    its interval covers the spread of the timings within this process)."""
+    rows = speeds[speeds["dtype"] == dtype].pivot(index="round", columns="model", values=column)
+    for name in (a, b):
+        if name not in rows:
+            raise unknown_name("timed model", name, list(rows.columns))
+    return ed.report.from_seeds((rows[a] / rows[b]).to_numpy(dtype=float), source="timing repeats")
+
+
+# ---- App. F: sources of diversity ---------------------------------------------------------------------------
+@contextlib.contextmanager
+def deterministic_kernels(enabled: bool = True) -> Iterator[bool]:
+    """Deterministic CUDA kernels inside the block (``torch.use_deterministic_algorithms`` and cuBLAS's
+    ``CUBLAS_WORKSPACE_CONFIG=:4096:8``); yields whether anything changed. On a machine without CUDA it
+    changes nothing: CPU kernels are deterministic already."""
+    if not (enabled and torch.cuda.is_available()):
+        yield False
+        return
+    was, env = torch.are_deterministic_algorithms_enabled(), os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    bench = torch.backends.cudnn.benchmark
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    try:
+        yield True
+    finally:
+        torch.use_deterministic_algorithms(was)
+        torch.backends.cudnn.benchmark = bench
+        if env is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = env
+
+
+def sources_of_diversity(cfg: dict, test: Any, *, deterministic: bool = False,
+                         scratch: Any = None) -> tuple[dict[str, Tensor], bool]:
+    """App. F's ensembles: M members of ``cfg``'s single model differing by chosen sources of randomness,
+    and the M members of one PE-(α, M, γ) model; member logits ``(M, N, C)`` per condition.
+
+    The models are built for ``cfg``'s training set (channels, size, classes read from it by the engine).
+    With ``deterministic`` (and CUDA), the seed conditions are trained with deterministic kernels into
+    a cache of their own (``<cache>/deterministic-kernels``), so that they carry no kernel noise and do
+    not mix with the models other pages trained; "non-determinism only" is always trained without.
+
+    Args:
+        cfg: a resolved App.-F preset. test: the evaluation set.
+        deterministic: see above. scratch: a :class:`~ensdiv.Store` factory for the throw-away retrains
+            (default: a temporary folder each).
+
+    Returns:
+        ``(conditions, retrains_identical)``: whether every retrain equals the reference bit for bit.
+    """
+    (reference,) = recipes_for("single", cfg, 0)  # init seed 0, order seed 0
+    m = cfg["num_estimators"]
+    with deterministic_kernels(deterministic) as det:
+        store = ed.Store(ed.default_store().root / "deterministic-kernels") if det else None
+
+        def member(init: int, order: int) -> Tensor:
+            return ed.predict(reference.replace(init_seed=init, order_seed=order), test, store=store)
+
+        ref = member(0, 0)
+        seeds = {"initialisation only": [member(i, 0) for i in range(m)],
+                 "batch order only": [member(0, o) for o in range(m)],
+                 "initialisation + order": [member(i, i) for i in range(m)]}
+
+    def retrained() -> Tensor:
+        if scratch is not None:
+            return ed.predict(reference, test, store=scratch())
+        with tempfile.TemporaryDirectory() as tmp:
+            return ed.predict(reference, test, store=ed.Store(tmp))
+
+    plain_ref = ed.predict(reference, test)  # the reference as the other pages trained it
+    retrains = [retrained() for _ in range(m - 1)]
+    conditions = {"nothing varies (one model, M times)": torch.stack([ref] * m),
+                  "non-determinism only": torch.stack([plain_ref, *retrains]),
+                  **{k: torch.stack(v) for k, v in seeds.items()},
+                  "Packed-Ensembles members (one model)": method_logits(recipes_for("packed", cfg, 0), test)}
+    return conditions, all(torch.equal(r, plain_ref) for r in retrains)
+
+
+def disagreement_per_image(logits: Tensor) -> np.ndarray:
+    """Per test image, the fraction of member pairs that predict different classes, from member logits
+    ``(M, N, C)`` (M >= 2); its mean over the images is ``ed.metrics.disagreement`` of the predictions."""
+    preds = logits.argmax(-1)
+    m = preds.shape[0]
+    if m < 2:
+        raise InvalidInputError(f"Disagreement needs at least two members, got {m}.")
+    pairs = [(preds[i] != preds[j]).double() for i in range(m) for j in range(i + 1, m)]
+    return torch.stack(pairs).mean(0).numpy()
+
+
+# ---- presets ------------------------------------------------------------------------------------------
+# Presets of the Packed-Ensembles chapter (slug ``packed-ensembles``).
+#
+# The training keys (``arch`` ... ``augment``) are identical in every notebook that evaluates the
+# Table-1 methods (tab01_*, tab02_*, fig01_*, appE_*, fig06_07_*, appF_*), so they resolve to the same
+# recipes and share the cached models: tab01_efficient_ensembles trains, the others read (App. F's
+# "initialisation + order" ensemble is run 0's Deep Ensemble, its reference member run 0's single model).
+#
+# Paper scale: CIFAR-10/100 with a CIFAR-style ResNet-18/50 and SVHN as OOD (Table 1), ImageNet with a
+# ResNet-50 (Table 2). The paper's table of hyper-parameters (its Table 4) is not in the text we have
+# (the ORASIS version), so every paper-scale recipe is the reference implementation's (torch-uncertainty,
+# March 2023, ``optimization_procedures.py``): SGD with momentum 0.9, weight decay on every parameter,
+# batch 128, random crop (4 px padding) + horizontal flip, the learning rate ×0.1 at epochs 25 and 50 of
+# 75 (CIFAR-10 / ResNet-18). :data:`PAPER_BLOCKS` holds one recipe per (dataset, backbone) block of
+# Table 1; :func:`recipe_differences` lists what still differs.
+
+#: Table 1's (training set, backbone) blocks and the reference implementation's recipe of each: the
+#: CIFAR-10 / ResNet-18 block uses heavy-ball momentum and ×0.1 at epochs 25/50 of 75, the other three
+#: Nesterov momentum and ×0.2 at epochs 60/120/160 (200 epochs, read from the last milestone).
