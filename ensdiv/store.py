@@ -70,6 +70,30 @@ def _unusable(root: Path, exc: OSError) -> CacheError:
 _CHECKED: set[Path] = set()  # folders check_writable proved usable in this process
 
 
+#: Set by ``ensdiv run``/``ensdiv book``: a file every entry a page's run loaded or saved is appended to (its
+#: path below the store), so a scale's build can be exported as a bundle (:mod:`ensdiv.bundles`).
+ACCESS_LOG_ENV = "ENSDIV_STORE_LOG"
+_NOTED: set[tuple[str, str]] = set()
+
+
+def _note_access(store: Store, path: Path) -> None:
+    log = os.environ.get(ACCESS_LOG_ENV)
+    if not log:
+        return
+    try:
+        rel = path.relative_to(store.root).as_posix()
+    except ValueError:
+        return
+    if (log, rel) in _NOTED:
+        return
+    _NOTED.add((log, rel))
+    try:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(rel + "\n")
+    except OSError:
+        pass  # a missing log only makes a bundle smaller, never a page wrong
+
+
 class CorruptEntryWarning(UserWarning):
     """A cache entry failed its checksum or is not an entry, and was discarded."""
 
@@ -186,6 +210,7 @@ class Store:
         except OSError as exc:  # not writable, a file in the way, the folder removed, the disk full, ...
             _CHECKED.discard(self.root)
             raise _unusable(self.root, exc) from None
+        _note_access(self, final)
         return final
 
     def load(self, kind: str, config: Mapping[str, Any]) -> Any | None:
@@ -203,6 +228,7 @@ class Store:
             return None
         obj = _decode(raw)
         if obj is not None and _stored_key(obj) == key:
+            _note_access(self, final)
             return obj["payload"]
         if obj is None:
             msg = f"Cache entry {final} is corrupt (checksum or format mismatch); it is discarded and recomputed."

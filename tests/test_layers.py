@@ -20,7 +20,7 @@ PKG = Path(__file__).resolve().parent.parent / "ensdiv"
 # ``train`` because the training engine calls them; ``api`` is ``ensdiv/__init__.py`` (the flat
 # namespace); ``book`` is the chapters, with the runner and the ``ensdiv`` command that build the book.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("core", ("errors", "paths", "store", "config", "progress", "reads", "tracing")),
+    ("core", ("errors", "paths", "store", "config", "progress", "reads", "tracing", "bundles")),
     ("data", ("data",)),
     ("models", ("models",)),
     ("losses", ("losses",)),

@@ -345,3 +345,98 @@ def test_code_units_strip_docstrings_and_map_lambdas_to_their_function(tmp_path)
     log.write_text(f"{f}\tA.f.<locals>.<listcomp>\n{f}\t<lambda>\n{f}\tA.f\n")
     assert tracing.read_log(log) == [(str(f), "<module>"), (str(f), "A.f")]
     assert tracing.code_hashes([(str(f), "gone")]) == {f"{f}::gone": "missing"}
+
+
+# --- #34: cache bundles -----------------------------------------------------------------------------------------
+
+CACHED_CLAIM = ('import torch\nimport ensdiv as ed\n'
+                'x = ed.cached("bundle-test", {"what": "a draw"}, lambda: {"x": torch.rand(())})["x"]\n'
+                'ed.report.claim(paper="foundations", item="Fig. Z", claim="x is below y.", '
+                'checks=[ed.report.less("x", "y")], ours={"x": float(x), "y": 2.0}, scale=scale)')
+
+
+def test_a_book_from_an_imported_bundle_shows_the_same_claims(env, monkeypatch):
+    """A page draws a random number once and caches it: exported, imported into an empty cache on "another
+    machine" and re-run, the page shows the very same claim values (recomputed, they would differ)."""
+    from ensdiv import bundles
+    from ensdiv.chapters import cli
+    from ensdiv.store import default_store
+
+    nb = _notebook(env / "a.ipynb", CACHED_CLAIM)
+    out = env / "build" / "executed" / "cpu"
+    assert _run(nb, out).status == "ok"
+    first = _page(out, nb).records[0]["values"]
+    bundle = env / "cpu.tar.gz"
+    assert cli.main(["cache", "export", "--scale", "cpu", str(bundle)]) == 0
+    monkeypatch.setenv("ENSDIV_CACHE", str(env / "other-cache"))
+    assert cli.main(["cache", "import", str(bundle)]) == 0
+    assert _run(nb, out, force=True).status == "ok"
+    assert _page(out, nb).records[0]["values"] == first
+    # without the bundle the value is drawn again
+    monkeypatch.setenv("ENSDIV_CACHE", str(env / "third-cache"))
+    assert _run(nb, out, force=True).status == "ok"
+    assert _page(out, nb).records[0]["values"] != first
+    # an entry the store already holds is left as it is (the page computed its own draw)
+    assert bundles.import_bundle(default_store(), bundle) == {"entries": 1, "added": 0, "present": 1}
+
+
+def _tar(path, members):
+    import io as _io
+    import tarfile
+
+    with tarfile.open(path, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if data is None:  # a symbolic link
+                info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, _io.BytesIO(data))
+
+
+def test_a_bundle_with_anything_else_is_refused_in_one_sentence(env):
+    """Not a tar, no manifest, a link, a path outside the store, an unlisted file, a checksum mismatch, a
+    pickle with code, an entry under another key's name: each refused, and nothing enters the store."""
+    import hashlib
+    import pickle
+
+    from ensdiv import bundles
+    from ensdiv.store import Store
+
+    store = Store(env / "cache")
+    good = Store(env / "src")
+    path = good.save("kind", {"a": 1}, {"v": 1})
+    rel = path.relative_to(good.root).as_posix()
+    raw = path.read_bytes()
+    other = good.save("kind", {"a": 2}, {"v": 2}).read_bytes()
+
+    def manifest(entries):
+        return json.dumps({"format": bundles.FORMAT, "scale": "cpu",
+                           "entries": [{"path": p, "sha256": hashlib.sha256(d).hexdigest()} for p, d in entries]
+                           }).encode()
+
+    evil = pickle.dumps(os.system)
+    cases = {
+        "not a cache bundle": None,
+        "has no manifest.json": [(rel, raw)],
+        "is not a store entry its manifest lists": [("manifest.json", manifest([(rel, raw)])), (rel, raw),
+                                                    ("../../evil.pt", raw)],
+        "not a store entry": [("manifest.json", manifest([(rel, raw)])), (rel, raw), ("kind/ab/link.pt", None)],
+        "does not match its manifest": [("manifest.json", manifest([(rel, raw)])), (rel, raw + b"x")],
+        "is not a sound entry of its key": [("manifest.json", manifest([(rel, other)])), (rel, other)],
+        "is not a sound entry of its key ": [("manifest.json", manifest([(rel, evil)])), (rel, evil)],
+    }
+    for why, members in cases.items():
+        f = env / "bad.tar"
+        if members is None:
+            f.write_bytes(b"not a tar at all")
+        else:
+            _tar(f, members)
+        with pytest.raises(EnsdivError, match=why.strip()) as err:
+            bundles.import_bundle(store, f)
+        assert "\n" not in str(err.value)
+        assert not (env / "cache").exists() or not any((env / "cache").rglob("*.pt"))
+    _tar(env / "ok.tar", [("manifest.json", manifest([(rel, raw)])), (rel, raw)])
+    assert bundles.import_bundle(store, env / "ok.tar")["added"] == 1
+    assert store.load("kind", {"a": 1}) == {"v": 1}

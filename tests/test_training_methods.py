@@ -192,3 +192,122 @@ def test_presets_and_glyph_recipe():
     glyph = recipes["dataset/resnet-glyphs"]
     assert glyph.method.dataset == "pretrain/glyphs" and glyph.model == recipes[ch.BASE].model
     assert {k.split("/")[0] for k in recipes} == {"arch", "reinit", "hparam", "framework", "dataset"}
+
+
+# ---- the intervals of the pages' claims ------------------------------------------------------------------
+def _population_outputs(n=600, seed=3):
+    keys = ["base", "r1", "a1", "a2", "d1"]
+    cat = {"base": "base", "r1": "reinit", "a1": "arch", "a2": "arch", "d1": "dataset"}
+    z, y = _logits(m=len(keys), n=n, seed=seed)
+    out = ch.Outputs(keys, cat, {"val": y, "test": y}, {"val": z, "test": z})
+    temps = ch.fit_temperatures(z, y, split="val")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ch.PopulationWarning)
+        pop = ch.analysis_population(dict.fromkeys(keys, 0.5), cat, base="base", band=(-50, 50))
+        table = ch.model_table(out, temps, pop)
+    return out, temps, pop, table
+
+
+def test_category_estimates_match_the_model_table_and_leave_empty_categories_nan():
+    out, temps, pop, table = _population_outputs()
+    est = ch.category_estimates(out, temps, pop, ch.CATEGORY_COLUMNS, n_resamples=50, seed=0)
+    main = table[table["category"] != "base"]
+    column = {"ensemble_accuracy": "ensemble_acc"}
+    for col in ch.CATEGORY_COLUMNS:
+        for c in ("reinit", "arch", "dataset"):
+            want = main.loc[main["category"] == c, column.get(col, col)].mean()
+            want = 100 * want if col == "ensemble_accuracy" else want
+            assert est[f"{col} {ch.CATEGORY_LABELS[c]}"].value == pytest.approx(want)
+        assert np.isnan(est[f"{col} HParam"].value) and np.isnan(est[f"{col} Framework"].value)  # no model
+    groups = {e.group for e in est.values() if np.isfinite(e.value)}
+    assert len(groups) == 1  # one resampling for every category: differences are paired
+    a, d = est["error_inconsistency Arch"], est["error_inconsistency Dataset"]
+    top = ch.highest_of(est, ["error_inconsistency Arch", "error_inconsistency Dataset"])
+    assert top.value == max(a.value, d.value)
+    assert np.array_equal(top.replicates, np.maximum(a.replicates, d.replicates))
+    assert np.isnan(ch.highest_of(est, ["error_inconsistency Arch", "error_inconsistency HParam"]).value)
+    mean = ch.mean_of(est, ["error_inconsistency Arch", "error_inconsistency Dataset"])
+    assert mean.value == pytest.approx((a.value + d.value) / 2)
+    assert np.isnan(ch.mean_of(est, []).value)
+    # a check on an empty category is not computable, and still judged as built from estimates
+    rec = ed.report.claim(paper=ch.SLUG, item="test", claim="c", write=False, scale="cpu", variance="test images",
+                          checks=[ed.report.greater("error_inconsistency Dataset", "error_inconsistency HParam")],
+                          ours=est).record()
+    assert rec["checks"][0]["ours"] is None and ed.report.audit(rec) == []
+
+
+def test_correlations_over_models_need_enough_models_and_categories():
+    _, _, _, table = _population_outputs()
+    main = table[table["category"] != "base"]
+    rho = ch.category_correlation(main, "error_inconsistency", seed=0, n_resamples=50)
+    assert rho.value == pytest.approx(ch.category_trend(main, "error_inconsistency")["rho"])
+    two = ch.category_correlation(main[main["category"] != "dataset"], "error_inconsistency", seed=0, n_resamples=50)
+    assert np.isnan(two.value)  # two categories: one comparison, not a trend
+    assert np.isnan(ch.model_correlation([1, 2, 3], [3, 2, 1], seed=0, n_resamples=50).value)
+    assert np.isnan(ch.model_correlation([1, 1, 1, 1], [3, 2, 1, 0], seed=0, n_resamples=50).value)
+
+
+def test_angle_gaps_and_class_statistics():
+    out, temps, _, _ = _population_outputs()
+    angles = {"reinit": ch.pair_angles(out, temps, "r1"), "arch": None}
+    gaps = ch.angle_gap_estimates(angles, n_resamples=50, seed=0)
+    a = angles["reinit"]
+    want = a.loc[a["group"] == ch.GROUPS[1], "theta"].mean() - a.loc[a["group"] == ch.GROUPS[2], "theta"].mean()
+    assert gaps["gap Reinit"].value == pytest.approx(want) and np.isnan(gaps["gap Arch"].value)
+    y = np.repeat(np.arange(4), 25)
+    assert ch.class_share(y * 2.0, y) == pytest.approx(1.0)  # θ set by the class alone
+    assert np.isnan(ch.class_share(np.full(100, 1e-9), y))  # θ does not vary
+    noisy = np.random.default_rng(0).normal(size=100)
+    assert ch.class_share(noisy, y) < 0.2 and ch.class_spread(y * 2.0, y) == pytest.approx(np.std([0, 2, 4, 6], ddof=1))
+    stats = ch.class_estimates({"dataset": a, "arch": None}, n_resamples=50, seed=0)
+    assert np.isnan(stats["class spread Arch"].value) and np.isnan(stats["class share Arch"].value)
+    assert stats["class share Dataset"].value == pytest.approx(ch.class_share(a["theta"].to_numpy() - 45,
+                                                                              a["label"].to_numpy()))
+
+
+def test_first_additions_choose_on_validation_by_kind():
+    out, temps, _, _ = _population_outputs()
+    picks = ch.first_additions(out, temps, ["base"], ["r1", "a1", "a2", "d1"])
+    zval = ch.calibrated_probs(out, temps, "val")
+
+    def acc(k):
+        return float(((zval[0] + zval[out.index(k)]).argmax(-1) == out.labels["val"]).double().mean())
+
+    assert picks.loc["base", "diverse"] == "d1"  # the only Framework/Dataset candidate
+    assert picks.loc["base", "similar"] == max(["r1", "a1", "a2"], key=acc)
+    assert ch.first_additions(out, temps, ["base"], ["r1"]).loc["base", "diverse"] is None
+
+
+def test_combination_gains_choose_on_validation_and_features_needed_resamples_the_target():
+    right = np.array([1, 1, 0, 0, 1, 0, 1, 0], dtype=bool)
+    wrong = ~right
+    rows = [("x", 0.0, 0.5, right), ("x", 1.0, 0.4, wrong), ("x", 0.5, 0.9, wrong), ("x", 0.25, 0.1, right)]
+    curves = pd.DataFrame([{"other": o, "frac_base": f, "draw": 0, "val_acc": v, "test_correct": t}
+                           for o, f, v, t in rows])
+    table, est = ch.combination_gains(curves, n_resamples=50, seed=0)
+    # the mix 0.5 and the single p = 0 win on validation, whatever the test split says
+    assert table.loc["x", "mix"] == 0.5 and table.loc["x", "single"] == 0.0
+    assert est["x"].value == pytest.approx(100 * (wrong.mean() - right.mean()))
+    target = np.array([1, 1, 1, 0, 0, 0, 0, 0], dtype=float)
+    curve = pd.DataFrame({"k": [4, 8, 12], "total": 12, "test_correct": [np.zeros(8), target, np.ones(8)]})
+    never = pd.DataFrame({"k": [4, 8], "total": 8, "test_correct": [np.zeros(8), np.zeros(8)]})
+    need = ch.features_needed_estimates({"y": curve, "z": never}, target, n_resamples=50, seed=0)
+    assert need["y"].value == 8 and need["z"].value == 12  # never reached: one step more than every dimension
+    assert set(np.unique(need["y"].replicates)) <= {4.0, 8.0, 12.0}
+
+
+def test_downstream_choices_select_on_validation():
+    res = pd.DataFrame({"models": ["a", "b", "c", "a + b", "a + c", "b + c"],
+                        "kind": ["single"] * 3 + ["pair"] * 3, "val_acc": [0.5, 0.7, 0.6, 0.9, 0.8, 0.85]})
+    ch_ = ch.downstream_choices(res, {"a": "arch", "b": "arch", "c": "dataset"}, top="a")
+    assert ch_["best single"] == "b" and ch_["top upstream model"] == "a"
+    assert ch_["best pair without the top upstream model"] == "b + c"
+    assert ch_["best pair with the top upstream model"] == "a + b"
+    assert ch_["best pair across categories"] == "b + c" and ch_["best pair within a category"] == "a + b"
+
+
+def test_paper_error_consistency_is_derived_from_table_1():
+    row = ch.paper_model_table().set_index("model").loc["CLIP-S"]
+    a, b, ei = 0.765, 0.7567, 0.1687
+    c_exp = a * b + (1 - a) * (1 - b)
+    assert row["error_consistency"] == pytest.approx((1 - ei - c_exp) / (1 - c_exp))

@@ -1,4 +1,4 @@
-"""The ``ensdiv`` command: ``run``, ``book``, ``zoo``, ``bench``, ``data``.
+"""The ``ensdiv`` command: ``run``, ``book``, ``zoo``, ``bench``, ``cache``, ``data``.
 
 Errors that are the user's to fix (an unknown scale, a notebook that does not exist, a parameter a
 notebook does not declare, missing data) are printed as one sentence, without a traceback, and the
@@ -13,12 +13,21 @@ import subprocess
 import sys
 import time
 
+from ensdiv.bundles import export_bundle, import_bundle
 from ensdiv.chapters import zoo
 from ensdiv.chapters.parameters import parse_value
-from ensdiv.chapters.runner import build_book, run_notebooks, signals_as_interrupts, summary, toc_notebooks
+from ensdiv.chapters.runner import (
+    build_book,
+    cache_entries,
+    run_notebooks,
+    signals_as_interrupts,
+    summary,
+    toc_notebooks,
+)
 from ensdiv.data import list_datasets
 from ensdiv.errors import EnsdivError
 from ensdiv.paths import project_root
+from ensdiv.store import default_store
 
 __all__ = ["main"]
 
@@ -77,6 +86,24 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return status
 
 
+def _cmd_cache(args: argparse.Namespace) -> int:
+    store = default_store()
+    if args.action == "export":
+        entries = cache_entries(args.scale)
+        if not entries:
+            raise EnsdivError(f"No finished page of scale {args.scale} recorded a cache entry; build the book at that "
+                              "scale first (ensdiv book --scale ...).")
+        out = export_bundle(store, entries, args.file, scale=args.scale)
+        print(f"{out['entries']} entries, {out['bytes'] / 2**20:.1f} MiB in {out['file']}"
+              + (f"; {len(out['skipped'])} recorded entries were missing or unsound and left out" if out["skipped"]
+                 else ""))
+    else:
+        store.check_writable()
+        out = import_bundle(store, args.file)
+        print(f"{out['entries']} entries checked; {out['added']} added to {store.root}, {out['present']} already there")
+    return 0
+
+
 def _cmd_data(args: argparse.Namespace) -> int:
     for name, desc in list_datasets():
         print(f"{name:<40} {desc}")
@@ -114,6 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--only", nargs="*")
     bench.add_argument("--quick", action="store_true")
     bench.set_defaults(func=_cmd_bench)
+
+    cache = sub.add_parser("cache", help="export the cache entries a build used as a bundle, or import one")
+    cache_sub = cache.add_subparsers(dest="action", required=True)
+    export = cache_sub.add_parser("export", help="write the entries the finished pages of a scale used")
+    export.add_argument("file", help="the bundle to write (.tar, or .tar.gz to compress)")
+    export.add_argument("--scale", default="cpu")
+    imp = cache_sub.add_parser("import", help="check a bundle entry by entry and add what the cache lacks")
+    imp.add_argument("file", help="a bundle file or an http(s) URL")
+    cache.set_defaults(func=_cmd_cache)
 
     data = sub.add_parser("data", help="list the registered datasets")
     data.set_defaults(func=_cmd_data)

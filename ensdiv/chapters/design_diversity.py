@@ -17,6 +17,7 @@ then one Gram matrix and a gather (:func:`ensdiv.metrics.ensemble_attribution_di
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +34,7 @@ from ensdiv.chapters.zoo import zoo_recipes
 from ensdiv.data.fashion import data_home
 from ensdiv.errors import unknown_name
 from ensdiv.predict import dataset_fingerprint
+from ensdiv.report.uncertainty import member_resample
 from ensdiv.train import model_cache_config
 
 SLUG = "design-diversity"
@@ -43,7 +45,7 @@ __all__ = [
     "chapter_models", "model_name", "model_params", "subset_index", "eval_set", "chapter_logits", "chapter_labels",
     "chapter_attributions", "accuracy_table", "diversity_sweep", "minmax", "arch_class", "training_approach",
     "adjusted_r2", "recipe_settings", "zoo_recipes", "eval_set_key", "member_module", "member_cache_config",
-    "SMOKE_ZOO", "PAPER_ZOO",
+    "SMOKE_ZOO", "PAPER_ZOO", "nan_estimate", "member_estimates", "pearson", "correct", "ensemble_correct",
 ]  # fmt: skip
 
 SET_KEYS = ("clean", "v2", "plasma", "checkerboard", "waterdrop", "lines")
@@ -365,6 +367,52 @@ def recipe_settings(member: Any) -> dict:
             "batch": o.batch_size, "method": method}
 
 
+# ---- intervals for the claims (ed.report estimates) ------------------------------------------------------------
+_GROUPS = itertools.count()
+
+
+def nan_estimate(source: str = "evaluation samples") -> ed.report.Estimate:
+    """An estimate this run cannot compute (too few points, a model the scale lacks): not testable, and the
+    check it feeds still carries an interval once computable."""
+    return ed.report.Estimate(float("nan"), np.array([]), source, "bootstrap")
+
+
+def pearson(x: Any, y: Any) -> float:
+    """Pearson's r of two series (NaN when either is constant or fewer than 3 values)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def member_estimates(members: Sequence[Sequence[int]], columns: dict[str, Any], statistics: dict[str, Any], *,
+                     n_boot: int, seed: int, source: str = "ensemble members") -> dict[str, ed.report.Estimate]:
+    """Statistics over ensembles (one value of each column per ensemble) with intervals from a bootstrap over
+    their *members* (:func:`ensdiv.report.uncertainty.member_resample`): ensembles that share a member move
+    together. Every statistic sees the same columns, seed and members, so they are resampled alike and their
+    estimates are paired (one group). ``statistics`` maps a name to ``f(columns) -> float``."""
+    group = f"dd-members-{next(_GROUPS)}"
+    out = {}
+    for name, fn in statistics.items():
+        r = member_resample(columns, [tuple(m) for m in members], fn, n_boot=n_boot, ci=ed.report.LEVEL, seed=seed)
+        out[name] = ed.report.Estimate(r["rho"], np.asarray(r["replicates"], dtype=float), source, "bootstrap", group)
+    return out
+
+
+def correct(logits: torch.Tensor, labels: torch.Tensor) -> np.ndarray:
+    """Per-image top-1 correctness (0/1) of each model: ``(M, N)`` logits -> ``(M, N)`` array."""
+    return (logits.argmax(-1) == labels).numpy().astype(float)
+
+
+def ensemble_correct(logits: torch.Tensor, labels: torch.Tensor, combos: Any = None) -> np.ndarray:
+    """Per-image correctness of logit-averaged ensembles: of all members (``combos`` None, ``(N,)``) or of each
+    member tuple of ``combos`` (``(E, N)``)."""
+    if combos is None:
+        return (logits.float().mean(0).argmax(-1) == labels).numpy().astype(float)
+    combos = torch.as_tensor(np.asarray([list(c) for c in combos]), dtype=torch.long)
+    return np.stack([(logits[c].float().mean(0).argmax(-1) == labels).numpy() for c in combos]).astype(float)
+
+
 # ---- presets ------------------------------------------------------------------------------------------------
 #: smoke scale: the zoo entries standing for Table i's models (the smoke zoo has no ``dd/*`` entries)
 SMOKE_ZOO = ["arch/small_cnn", "arch/mlp", "arch/resnet", "arch/vit", "arch/squeezenet"]
@@ -387,7 +435,7 @@ PAPER_TABLE1_ZOO = [
     "vit_base_patch16_224.augreg_in1k", "deit_base_patch16_224.fb_in1k", "swinv2_base_window8_256.ms_in1k",
 ]  # fmt: skip
 _COMMON = {"seed": 0, "eval_images": 0, "attr_images": 0, "attr_abs": True, "attr_batch": 250, "ensemble_size": 3,
-           "ci": 0.90}  # fmt: skip
+           "ci": 0.90, "n_resamples": 1000}  # fmt: skip
 
 PRESETS: dict = {
     "design-diversity/tab01_architecture_resiliency": {
@@ -425,6 +473,9 @@ PRESETS: dict = {
         "paper": {"zoo": PAPER_ZOO, "eval_images": 5000},
     },
 }
+
+for _spec in PRESETS.values():  # bootstrap resamples of the claims' intervals: fewer at smoke (code path only)
+    _spec["smoke"] = {**_spec["smoke"], "n_resamples": 200}
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):

@@ -59,13 +59,16 @@ __all__ = [
     "JointRun", "joint_recipe", "train_joint", "joint_members", "supernet", "subnetworks", "select_configs",
     "pair_diversity", "attribution_methods", "ensemble_accuracy", "equitability_split", "layer_names",
     "cka_between", "diversity_sweep", "chapter_logits", "chapter_labels", "chapter_attributions", "eval_set",
-    "model_name", "chapter_models", "three_ensembles", "minmax",
+    "model_name", "chapter_models", "three_ensembles", "minmax", "nan_estimate", "member_estimates", "pearson",
+    "correct", "ensemble_correct", "equitability_per_sample", "cka_per_batch",
 ]  # fmt: skip
 
 SET_KEYS, SET_LABELS = dd.SET_KEYS, dd.SET_LABELS
 chapter_logits, chapter_labels, chapter_attributions = dd.chapter_logits, dd.chapter_labels, dd.chapter_attributions
 eval_set, model_name, chapter_models, diversity_sweep, minmax = (dd.eval_set, dd.model_name, dd.chapter_models,
                                                                  dd.diversity_sweep, dd.minmax)  # fmt: skip
+nan_estimate, member_estimates, pearson, correct, ensemble_correct = (dd.nan_estimate, dd.member_estimates, dd.pearson,
+                                                                      dd.correct, dd.ensemble_correct)  # fmt: skip
 
 #: Fig. 10's heuristics: label -> (loss name, options); every GNCL run and the balanced loss use λ = cfg.lam
 HEURISTICS: dict[str, tuple[str, dict]] = {
@@ -87,7 +90,7 @@ PAPER_TABLE2 = pd.DataFrame(
                                                                 "checkerboard"]]),
 )  # fmt: skip
 #: what the paper reports for Fig. 10 (no numbers are printed; the observation's counts)
-PAPER_FIG10_CLAIMS = {"corruptions where balanced is best": 3, "corruptions": 4}
+PAPER_FIG10_CLAIMS = {"corruptions where balanced beats every GNCL variant": 3, "corruptions": 4}
 
 
 # ---- jointly trained ensembles -------------------------------------------------------------------------------
@@ -292,13 +295,20 @@ def ensemble_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return 100 * float((logits.float().mean(0).argmax(-1) == labels).float().mean())
 
 
+def equitability_per_sample(logits: torch.Tensor, labels: torch.Tensor, *, num_species: Any = "members"
+                            ) -> tuple[np.ndarray, np.ndarray]:
+    """Shannon equitability (Eq. 5) of the members' votes on each sample ``(N,)``, and whether the logit-averaged
+    ensemble gets the sample right ``(N,)`` (bool)."""
+    e = ed.metrics.equitability(logits.argmax(-1), num_species=num_species, num_classes=logits.shape[-1])
+    return e.numpy().astype(float), (logits.float().mean(0).argmax(-1) == labels).numpy()
+
+
 def equitability_split(logits: torch.Tensor, labels: torch.Tensor, *, num_species: Any = "members"
                        ) -> tuple[float, float]:
     """Mean Shannon equitability (Eq. 5) of the members' votes on the samples the logit-averaged ensemble gets
     right (H_corr) and wrong (H_inco); NaN where a group is empty."""
-    preds = logits.argmax(-1)
-    e = ed.metrics.equitability(preds, num_species=num_species, num_classes=logits.shape[-1])
-    right = logits.float().mean(0).argmax(-1) == labels
+    e, right = equitability_per_sample(logits, labels, num_species=num_species)
+    e, right = torch.from_numpy(e), torch.from_numpy(right)
     return (float(e[right].mean()) if right.any() else float("nan"),
             float(e[~right].mean()) if (~right).any() else float("nan"))
 
@@ -341,6 +351,24 @@ def cka_between(cfg: Any, a: Any, b: Any, key: str = "clean") -> tuple[torch.Ten
 
     cka = ed.cached("dd-cka", conf, compute)["cka"]
     return torch.where(torch.isfinite(cka), cka, torch.full_like(cka, float("nan"))), la, lb
+
+
+def cka_per_batch(cfg: Any, a: Any, b: Any, key: str = "clean") -> torch.Tensor:
+    """Linear CKA maps (B, La, Lb) of model ``a``'s layers with ``b``'s, one per batch of ``cfg.cka_interval_batch``
+    of the ``cfg.cka_images`` images (cached): the replicates a bootstrap over image batches resamples (Fig. 12's
+    intervals). Non-finite entries (constant layers) are NaN."""
+    a, b = (dd.member_module(m) for m in (a, b))
+    data, name, idx = eval_set(cfg, key, cfg["cka_images"])
+    la, lb, size = layer_names(a), layer_names(b), int(cfg["cka_interval_batch"])
+    conf = {"version": 1, "a": dd.member_cache_config(a), "b": dd.member_cache_config(b),
+            "set": dd.eval_set_key(data, name, idx), "layers": [la, lb], "batch": size}  # fmt: skip
+
+    def compute() -> dict:
+        starts = range(0, len(data) - size + 1, size)  # whole batches only
+        return {"cka": torch.stack([ed.metrics.cka_map(a, b, [data.x[i : i + size]], la, lb) for i in starts])}
+
+    cka = ed.cached("dd-cka-batches", conf, compute)["cka"]
+    return torch.where(torch.isfinite(cka), cka, torch.full_like(cka, float("nan")))
 
 
 def three_ensembles(cfg: Any) -> dict[str, list[nn.Module] | list[ed.Recipe]]:
@@ -392,11 +420,11 @@ _SN_SMOKE = {**_SN_CPU, "supernet_model": "test_supernet", "supernet_subset": 25
 _SN_PAPER = {**_SN_CPU, "supernet_model": "supernet_r34", "supernet_subset": 0, "supernet_epochs": [90, 25, 50],
              "supernet_lr": 0.1, "train_set": "imagenet/train", "batch_size": 256, "augment": "flipcrop"}
 _COMMON = {"seed": 0, "eval_images": 0, "attr_images": 0, "attr_abs": True, "attr_batch": 250, "ensemble_size": 3,
-           "ci": 0.90}  # fmt: skip
+           "ci": 0.90, "n_resamples": 1000}  # fmt: skip
 _HETERO = ["dd/ResNext50_32_2", "dd/MNASNET_1", "dd/deit_tiny_p16_224"]
 _HETERO_SMOKE = ["arch/resnext", "arch/mnasnet", "arch/vit"]  # the smoke zoo has no dd/* entries
 _HETERO_PAPER = ["resnext50_32x4d.a1h_in1k", "mnasnet_100.rmsp_in1k", "deit_tiny_patch16_224.fb_in1k"]
-_CKA = {"cka_images": 1000, "cka_batch": 250}
+_CKA = {"cka_images": 1000, "cka_batch": 250, "cka_interval_batch": 50}
 
 PRESETS: dict = {
     "design-diversity/fig08_supernet_ensembles": {
@@ -441,12 +469,16 @@ PRESETS: dict = {
     },
     "design-diversity/fig12_cka_layers": {
         "common": {**_COMMON, **_CKA, "hetero": _HETERO},
-        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "cka_images": 64, "cka_batch": 32},
+        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "cka_images": 64, "cka_batch": 32,
+                  "cka_interval_batch": 16},
         "types": _JOINT_TYPES,
         "cpu": {**_JOINT_CPU, **_ATTR_CPU},
         "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "cka_images": 2000, "cka_batch": 100, "hetero": _HETERO_PAPER},
     },
 }
+
+for _spec in PRESETS.values():  # bootstrap resamples of the claims' intervals: fewer at smoke (code path only)
+    _spec["smoke"] = {**_spec["smoke"], "n_resamples": 200}
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):

@@ -61,10 +61,11 @@ from ensdiv.report import (
     slug,
     verdict_box,
 )
-from ensdiv.store import default_store
+from ensdiv.store import ACCESS_LOG_ENV, default_store
 
 __all__ = ["KEY_FIGURES", "NotebookResult", "run_notebooks", "toc_notebooks", "build_book", "notebook_parameters",
-           "check_parameters", "mathjax_source", "page_run", "end_process_group", "signals_as_interrupts"]
+           "check_parameters", "mathjax_source", "page_run", "end_process_group", "signals_as_interrupts",
+           "cache_entries"]
 
 #: The page whose figure stands for each chapter on its landing page (``book/<chapter>.md``): the first
 #: image its executed copy shows becomes the landing page's thumbnail.
@@ -282,7 +283,7 @@ def _reads_unchanged(path: Path) -> bool:
 
 def _finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", claims: list | None = None,
             read: list[str] | None = None, source: Path | None = None,
-            code: list[tuple[str, str]] | None = None) -> None:
+            code: list[tuple[str, str]] | None = None, cache: list[str] | None = None) -> None:
     """Write the run's status, error, stamp, data reads and claim records into the executed copy, then move
     it into place atomically: the notebook, its stamp and its records are one file."""
     nb = json.loads(tmp.read_text())
@@ -294,6 +295,7 @@ def _finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", 
         "reads": {"folders": read, "hash": reads.signature(read)} if ok and read is not None else None,
         "code": ({"units": [list(u) for u in code], "hash": tracing.combined(tracing.code_hashes(code))}
                  if ok and code is not None else None),
+        "cache": list(cache or []) if ok else [],  # the store entries the run loaded or saved (ensdiv cache export)
     }
     tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     tmp.replace(out)
@@ -447,13 +449,14 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
     t0 = time.perf_counter()
     tmp = out.with_suffix(f".partial-{os.getpid()}.ipynb")
     work = out.parent / f".{out.stem}.run-{os.getpid()}"
-    staging, log, trace_log = work / "claims", work / "reads.log", work / "trace.log"
+    staging, log, trace_log, store_log = work / "claims", work / "reads.log", work / "trace.log", work / "store.log"
     shutil.rmtree(work, ignore_errors=True)
     staging.mkdir(parents=True)
     # rendered pages get one line per finished unit of work instead of progress bars (ensdiv.progress),
     # unless the caller chose otherwise
     env = {"ENSDIV_PROGRESS": os.environ.get("ENSDIV_PROGRESS") or "lines", "ENSDIV_NOTEBOOK": rel,
            STAGING_ENV: str(staging), reads.LOG_ENV: str(log), tracing.LOG_ENV: str(trace_log),
+           ACCESS_LOG_ENV: str(store_log),
            reads.ROOTS_ENV: os.pathsep.join(_read_roots(params))}
     try:
         with _environ(**env):
@@ -472,7 +475,7 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
                 for record in records:
                     record["notebook"] = rel  # the page it belongs to, whatever the kernel's environment said
                 _finish(tmp, out, "ok", stamp, claims=records, read=reads.read_log(log), source=nb,
-                        code=tracing.read_log(trace_log))
+                        code=tracing.read_log(trace_log), cache=reads.read_log(store_log))
                 return NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=params)
             except Exception as exc:  # noqa: BLE001 - report every failure by name and go on
                 error = str(exc) if isinstance(exc, EnsdivError) else _error_of(exc)
@@ -483,6 +486,18 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
     finally:
         tmp.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def cache_entries(scale: str) -> list[str]:
+    """The store entries the finished pages of ``scale`` loaded or saved (paths below the store), from their
+    executed copies: what ``ensdiv cache export`` bundles."""
+    folder = build_dir() / "executed" / scale
+    found: set[str] = set()
+    for path in folder.rglob("*.ipynb") if folder.is_dir() else []:
+        meta = _meta_of(path)
+        if meta.get("status") == "ok" and isinstance(meta.get("cache"), list):
+            found.update(str(p) for p in meta["cache"])
+    return sorted(found)
 
 
 def summary(results: list[NotebookResult]) -> str:

@@ -36,7 +36,7 @@ from torch import nn
 
 import ensdiv as ed
 from ensdiv.chapters._presets import chapter_preset
-from ensdiv.chapters.attack_similarity import release
+from ensdiv.chapters.attack_similarity import intervals, release
 from ensdiv.chapters.zoo import EVAL_SET, zoo_recipes
 
 SLUG = "attack-similarity"
@@ -46,6 +46,7 @@ __all__ = [
     "PRESETS",
     "preset",
     "release",
+    "intervals",
     "chapter_recipes",
     "chapter_eval_set",
     "chapter_labels",
@@ -202,7 +203,8 @@ def draw_cluster_ensembles(labels: Any, size: int, n_clusters_used: int, *, n_dr
 #
 # Released-data notebooks (fig01, tab02, figC1, figD2, figD1a) run the paper's own 69×69 matrix at
 # every scale; ``smoke`` only lowers the number of boosting stages, permutations and K-means restarts.
-_RELEASED = {"data_root": None, "seed": 0}
+# n_resamples: bootstrap resamples of every interval (issue #27); 200 at smoke
+_RELEASED = {"data_root": None, "seed": 0, "n_resamples": 1000}
 _RELEASED_TYPES = {"data_root": str}  # None: book/data/sat; else the folder of the released CSVs
 _SPECTRAL = {"n_clusters": 10}
 
@@ -211,7 +213,7 @@ PRESETS: dict = {
         # App. B: 500 stages, depth 12, min samples 4, lr 0.02, 10 permutations.
         "common": {**_RELEASED, "max_depth": 12, "min_samples_split": 4, "learning_rate": 0.02},
         "types": _RELEASED_TYPES,
-        "smoke": {"n_estimators": 20, "n_repeats": 2},
+        "smoke": {"n_estimators": 20, "n_repeats": 2, "n_resamples": 200},
         "cpu": {"n_estimators": 500, "n_repeats": 10},
         "paper": {"n_estimators": 500, "n_repeats": 10},
     },
@@ -220,14 +222,14 @@ PRESETS: dict = {
         # the best of n_seeds × n_init restarts (release.DEFAULT_READING), and score every reading of App. C.
         "common": {**_RELEASED, **_SPECTRAL},
         "types": _RELEASED_TYPES,
-        "smoke": {"n_init": 5, "n_seeds": 2},
+        "smoke": {"n_init": 5, "n_seeds": 2, "n_resamples": 200},
         "cpu": {"n_init": 100, "n_seeds": 10},
         "paper": {"n_init": 100, "n_seeds": 10},
     },
     "attack-similarity/figC1_spectral_features": {
         "common": {**_RELEASED, **_SPECTRAL},
         "types": _RELEASED_TYPES,
-        "smoke": {"n_init": 5, "n_seeds": 2},
+        "smoke": {"n_init": 5, "n_seeds": 2, "n_resamples": 200},
         "cpu": {"n_init": 100, "n_seeds": 10},
         "paper": {"n_init": 100, "n_seeds": 10},
     },
@@ -236,14 +238,14 @@ PRESETS: dict = {
     "attack-similarity/figD2_similarity_matrix": {
         "common": {**_RELEASED, **_SPECTRAL},
         "types": _RELEASED_TYPES,
-        "smoke": {"n_init": 5, "n_seeds": 2, "measured": False},
+        "smoke": {"n_init": 5, "n_seeds": 2, "measured": False, "n_resamples": 200},
         "cpu": {"n_init": 100, "n_seeds": 10, "measured": False},
         "paper": {"n_init": 100, "n_seeds": 10, "measured": True},
     },
     "attack-similarity/figD1a_similarity_distribution": {
         "common": {**_RELEASED, "bins": 40},
         "types": _RELEASED_TYPES,
-        "smoke": {},
+        "smoke": {"n_resamples": 200},
         "cpu": {},
         "paper": {},
     },
@@ -255,9 +257,9 @@ PRESETS: dict = {
 # (8/255 leaves small models partly correct), α = ε/4; cpu uses 10 steps on 200 test images to stay
 # affordable on 2 cores (15 attacks ≈ 30k forward+backward image passes).
 _ZOO = {
-    "common": {"seed": 0, "attack": "pgd", "eps": 0.1, "alpha": 0.025, "zoo": ["arch/*"]},
+    "common": {"seed": 0, "attack": "pgd", "eps": 0.1, "alpha": 0.025, "zoo": ["arch/*"], "n_resamples": 1000},
     "smoke": {"zoo": ["arch/small_cnn", "arch/vit", "arch/mlp"], "subsample": 48, "steps": 3,
-              "eval_subset": 300},
+              "eval_subset": 300, "n_resamples": 200},
     "cpu": {"subsample": 200, "steps": 10, "eval_subset": 0},
     # paper: the paper's 69 pretrained timm ImageNet models ("sat69", ensdiv.models.paper_models)
     # on imagenet/val-5k (10 % of val, 5 per class), PGD 50 steps at ε = 8/255, α = 2/255 (our choice).

@@ -20,7 +20,7 @@ members (every zoo pair contains the base model). So:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,8 @@ import statsmodels.api as sm
 from scipy import stats
 
 from ensdiv.errors import InvalidInputError
+from ensdiv.report.uncertainty import _member_summary as _summary
+from ensdiv.report.uncertainty import member_resample
 
 __all__ = ["spearman_ci", "member_resample", "member_bootstrap", "partial_spearman", "strata", "correlation_table",
            "measure_matrix", "ranked_table"]
@@ -59,18 +61,6 @@ def _check_options(n_boot: int, ci: float) -> None:
         raise InvalidInputError(f"n_boot must be at least 1, got {n_boot!r}.")
 
 
-def _summary(value: float, dist: np.ndarray, ci: float, n: int) -> dict[str, Any]:
-    """The value, its percentile interval and two-sided bootstrap p-value (twice the smaller tail around zero)
-    from replicates; NaN replicates (degenerate resamples) are left out of those but kept in ``replicates``, in
-    resample order, so two statistics of one resampling stay paired."""
-    finite = dist[np.isfinite(dist)]
-    out = {"rho": value, "low": float("nan"), "high": float("nan"), "p": float("nan"), "n": n, "replicates": dist}
-    if finite.size:
-        out["low"], out["high"] = (float(v) for v in np.quantile(finite, [(1 - ci) / 2, (1 + ci) / 2]))
-        out["p"] = float(min(1.0, 2 * min(np.mean(finite <= 0), np.mean(finite >= 0))))
-    return out
-
-
 def spearman_ci(x: Any, y: Any, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict[str, Any]:
     """Spearman's ρ of ``x`` and ``y`` with a percentile bootstrap interval over *independent* pairs.
 
@@ -92,56 +82,6 @@ def spearman_ci(x: Any, y: Any, *, n_boot: int = 1000, ci: float = 0.95, seed: i
         res = stats.bootstrap((x, y), _rank_corr, paired=True, vectorized=True, n_resamples=int(n_boot),
                               method="percentile", rng=np.random.default_rng(seed), confidence_level=ci)
     return _summary(rho, np.asarray(res.bootstrap_distribution, dtype=float), ci, int(x.size))
-
-
-def member_resample(columns: dict[str, Any], members: Sequence[Sequence[int]],
-                    statistic: Callable[[dict[str, np.ndarray]], float], *, n_boot: int = 1000, ci: float = 0.95,
-                    seed: int = 0) -> dict[str, Any]:
-    """A statistic over ensembles, with an interval from resampling their *members*.
-
-    Args:
-        columns: One array per name, one value per ensemble; an ensemble with a NaN in any is left out.
-        members: The member ids of each ensemble (ids of one pool).
-        statistic: Called with the columns, each ensemble's row repeated by its weight.
-        n_boot, ci, seed: Resamples, interval level, seed (the same seed and members give the same resamples,
-            so two statistics of one population are paired replicate by replicate).
-
-    Returns:
-        ``{"rho", "low", "high", "p", "n", "replicates"}`` (``rho`` holds the statistic's value). An
-        ensemble's weight in a resample is the product of its sampled members' counts; members common to every
-        ensemble are fixed (weight one). A resample with fewer than 4 weighted ensembles gives NaN.
-    """
-    _check_options(n_boot, ci)
-    cols = {k: np.asarray(v, dtype=float).ravel() for k, v in columns.items()}
-    if any(v.size != len(members) for v in cols.values()):
-        raise InvalidInputError("member_bootstrap needs one value of every column and one member tuple per "
-                                f"ensemble, got {sorted({v.size for v in cols.values()})} and {len(members)}.")
-    keep = np.logical_and.reduce([np.isfinite(v) for v in cols.values()])
-    cols = {k: v[keep] for k, v in cols.items()}
-    groups = [tuple(int(m) for m in g) for g, k in zip(members, keep, strict=True) if k]
-    n = len(groups)
-    value = float(statistic(cols)) if n >= 4 else float("nan")
-    if n < 4 or not np.isfinite(value):
-        return _summary(value, np.array([]), ci, n)
-    fixed = set.intersection(*(set(g) for g in groups))
-    ids = np.array(sorted({m for g in groups for m in g} - fixed))
-    if ids.size < 2:
-        return _summary(value, np.array([]), ci, n)
-    position = {m: i for i, m in enumerate(ids)}
-    index = [[position[m] for m in g if m not in fixed] for g in groups]
-
-    def on(drawn: np.ndarray) -> float:
-        counts = np.bincount(np.searchsorted(ids, drawn), minlength=ids.size)
-        w = np.array([np.prod(counts[i]) if i else 1 for i in index], dtype=int)
-        if w.sum() < 4:
-            return float("nan")
-        return float(statistic({k: np.repeat(v, w) for k, v in cols.items()}))
-
-    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        res = stats.bootstrap((ids,), on, vectorized=False, n_resamples=int(n_boot), method="percentile",
-                              rng=np.random.default_rng(seed), confidence_level=ci)
-    return _summary(value, np.asarray(res.bootstrap_distribution, dtype=float), ci, n)
 
 
 def member_bootstrap(x: Any, y: Any, members: Sequence[Sequence[int]], *, control: Any = None, n_boot: int = 1000,

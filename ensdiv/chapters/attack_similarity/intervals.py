@@ -1,0 +1,179 @@
+"""Intervals for the attack-similarity chapter's claims (issue #27): what each page's numbers would do on
+another draw of the attacked images, the test images or the models.
+
+* :func:`sat_replicates` — bootstrap replicates of a measured SAT matrix over the attacked images: the
+  fooled/correct indicators of :class:`ensdiv.SatResult` are reweighted by multinomial resample counts, so
+  every score of every matrix built from the same ``weights`` is paired (one resample serves them all).
+* :func:`sat_estimate` — an :class:`~ensdiv.report.Estimate` of a function of such replicates.
+* :func:`pair_correlation` — a correlation over the pairs of M models with a bootstrap over the *models*
+  (all pairs of distinct models of a resample), since pairs that share a model are not independent.
+* :func:`model_bootstrap` — statistics of a set of models (rows of a released matrix) bootstrapped over the
+  models, each resample's distinct models only (a model drawn twice would pair with itself).
+* :func:`correlation_or_nan` — :func:`ed.report.correlation` that is NaN, not an error, below 4 points.
+* :func:`ensemble_errors` / :func:`err_statistic` — per-test-image errors of ensembles, for a paired bootstrap
+  over the test images of the error, the error reduction rate (ERR) and the "all wrong" rate of Fig. 3-4.
+
+No Estimate randomises training seeds: the chapter trains one model per recipe.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+import ensdiv as ed
+from ensdiv.metrics.similarity import SAT_EPS
+
+__all__ = ["resample_weights", "sat_replicates", "sat_estimate", "pair_correlation", "model_bootstrap",
+           "correlation_or_nan", "ensemble_errors", "err_statistic", "mean_err", "nan_estimate", "new_group"]
+
+_GROUP = itertools.count()
+
+
+def nan_estimate(source: str = "evaluation samples") -> ed.report.Estimate:
+    """An estimate that could not be computed (too few points): its check is "not computable"."""
+    return ed.report.Estimate(float("nan"), np.array([]), source, "bootstrap")
+
+
+def resample_weights(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    """Multinomial resample counts ``(R, n)`` of ``n`` samples (a bootstrap resample as weights)."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(float)
+
+
+def sat_replicates(sat: ed.SatResult, weights: np.ndarray, *, eps: float = SAT_EPS) -> tuple[np.ndarray, np.ndarray]:
+    """Two-side and one-side SAT matrices (Eq. 1, App. G) on each bootstrap resample of the attacked images.
+
+    Args:
+        sat: a measured :class:`ensdiv.SatResult` (``fooled`` (M, M, n), ``correct`` (M, n)).
+        weights: ``(R, n)`` resample counts (:func:`resample_weights`); pass the same array to several
+            results measured on the same images to pair them.
+
+    Returns:
+        ``(two, one)``, each ``(R, M, M)`` float; NaN where a resample leaves X_AB empty.
+    """
+    fooled = sat.fooled.double().numpy()  # (M, M, n): [s, t, i] target t fooled by source s's image i
+    correct = sat.correct.double().numpy()  # (M, n)
+    m, n = correct.shape
+    both = correct[:, None, :] * correct[None, :, :]  # (M, M, n)
+    w = np.asarray(weights, dtype=float).T  # (n, R)
+    support = (both.reshape(m * m, n) @ w).T.reshape(-1, m, m)
+    two_hits = (both * 0.5 * (fooled + fooled.transpose(1, 0, 2))).reshape(m * m, n) @ w
+    one_hits = (both * fooled).reshape(m * m, n) @ w
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate_two = np.where(support > 0, two_hits.T.reshape(-1, m, m) / support, np.nan)
+        rate_one = np.where(support > 0, one_hits.T.reshape(-1, m, m) / support, np.nan)
+        two = np.log(np.maximum(eps, 100 * rate_two))
+        one = np.log(np.maximum(eps, 100 * rate_one))
+    two[np.isnan(rate_two)] = np.nan
+    one[np.isnan(rate_one)] = np.nan
+    return two, one
+
+
+def sat_estimate(value: float, replicates: np.ndarray, group: str) -> ed.report.Estimate:
+    """A bootstrap :class:`~ensdiv.report.Estimate` over the attacked images; estimates of one ``group``
+    (built from the same :func:`resample_weights`) are paired replicate by replicate."""
+    return ed.report.Estimate(float(value), np.asarray(replicates, dtype=float), "evaluation samples", "bootstrap",
+                              group)
+
+
+def new_group(tag: str = "sat") -> str:
+    """A fresh group name for estimates that share resamples."""
+    return f"{tag}-{next(_GROUP)}"
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float:
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if x.size < 3 or np.std(x) == 0 or np.std(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def pair_correlation(x: Any, y: Any, *, ordered: bool = False, n_resamples: int = 1000,
+                     seed: int = 0) -> ed.report.Estimate:
+    """Pearson r between two (M, M) matrices over the pairs of models, with a bootstrap over the models.
+
+    Each resample draws M models with replacement and correlates the entries of every pair of *distinct*
+    models it holds (with their multiplicity). ``ordered``: use both (a, b) and (b, a) (an asymmetric matrix),
+    else a < b. NaN (not computable) with fewer than 4 pairs or 3 models.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    m = x.shape[0]
+
+    def pairs_of(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        a, b = np.meshgrid(idx, idx, indexing="ij")
+        keep = (a != b) if ordered else (a < b)
+        return a[keep], b[keep]
+
+    a, b = pairs_of(np.arange(m))
+    if m < 3 or a.size < 4:
+        return nan_estimate()
+    value = _pearson(x[a, b], y[a, b])
+    rng = np.random.default_rng(seed)
+    reps = []
+    for _ in range(n_resamples):
+        ra, rb = pairs_of(rng.integers(0, m, m))
+        reps.append(_pearson(x[ra, rb], y[ra, rb]) if ra.size >= 4 else np.nan)
+    return ed.report.Estimate(value, np.array(reps), "evaluation samples", "bootstrap", new_group("models"))
+
+
+def model_bootstrap(n_models: int, statistics: Mapping[str, Callable[[np.ndarray], float]], *,
+                    n_resamples: int = 1000, seed: int = 0) -> dict[str, ed.report.Estimate]:
+    """Statistics of a set of models, bootstrapped over the models (:func:`ed.report.paired_bootstrap`).
+
+    Each statistic receives the sorted indices of the *distinct* models of a resample (a model drawn twice
+    would be compared with itself), so the replicates spread a little wider than a plain bootstrap: the
+    interval is conservative. Every statistic shares the resamples (paired).
+    """
+    idx = np.arange(n_models)
+    return ed.report.paired_bootstrap(
+        {name: (idx,) for name in statistics},
+        statistic={name: (lambda i, fn=fn: fn(np.unique(i))) for name, fn in statistics.items()},
+        n_resamples=n_resamples, seed=seed)
+
+
+def correlation_or_nan(x: Any, y: Any, *, method: str = "pearson", n_resamples: int = 1000,
+                       seed: int = 0) -> ed.report.Estimate:
+    """:func:`ed.report.correlation` (bootstrap over the points), or a NaN estimate below 4 points."""
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 4:
+        return nan_estimate()
+    return ed.report.correlation(x[ok], y[ok], method=method, seed=seed, n_resamples=n_resamples)
+
+
+def ensemble_errors(logits: torch.Tensor, labels: torch.Tensor, combos: torch.Tensor) -> dict[str, np.ndarray]:
+    """Per test image, for each ensemble of ``combos`` (mean of logits, as :func:`ensdiv.metrics.ensemble_sweep`):
+
+    ``ens_wrong`` (N, K) the ensemble's error, ``member_wrong`` (N, K) the mean error of its members and
+    ``all_wrong`` (N, K) whether every member errs. Means over images and ensembles give the sweep's
+    top-1 error and "all wrong" rate; :func:`err_statistic` gives its mean ERR. Float32, to keep
+    the resampling cheap.
+    """
+    labels = labels.cpu()
+    wrong = (logits.argmax(-1) != labels).double()  # (M, N)
+    ens = torch.stack([(logits[c].double().mean(0).argmax(-1) != labels).double() for c in combos.long()])
+    member = wrong[combos.long()]  # (K, k, N)
+    return {"ens_wrong": ens.T.float().numpy(), "member_wrong": member.mean(1).T.float().numpy(),
+            "all_wrong": member.prod(1).T.float().numpy()}
+
+
+def err_statistic(ens_wrong: np.ndarray, member_wrong: np.ndarray) -> float:
+    """Mean over ensembles of ERR = 1 − Err_ens / mean member error (in %; ensembles whose members make no error
+    are skipped, as in :func:`ensdiv.metrics.ensemble_sweep`). Arrays (n, K), images first."""
+    e, m = ens_wrong.mean(0), member_wrong.mean(0)
+    ok = m > 0
+    return float(100 * np.mean(1 - e[ok] / m[ok])) if ok.any() else float("nan")
+
+
+def mean_err(*arrays: np.ndarray) -> float:
+    """Mean of :func:`err_statistic` over consecutive ``(ens_wrong, member_wrong)`` pairs of arrays (one pair per
+    base architecture, Fig. 4), as one statistic of a paired bootstrap."""
+    if not arrays or len(arrays) % 2:
+        return float("nan")
+    return float(np.mean([err_statistic(arrays[i], arrays[i + 1]) for i in range(0, len(arrays), 2)]))
