@@ -39,8 +39,7 @@ def test_source_has_no_outputs_and_follows_template(path):
 #: Pages whose claim does not yet meet the verdict issue's standard (:func:`ensdiv.report.audit`: every counted
 #: check has a null and an interval, no fact is counted). The list only shrinks: a page that passes the audit
 #: must leave it (the test below fails until it does).
-NOT_YET_AUDITED = {
-}
+NOT_YET_AUDITED: set[str] = set()
 #: Pages that report measurements or facts (a worked example) rather than test a paper's claim.
 NO_CLAIM = {"notebooks/foundations/benchmarks.ipynb", "notebooks/synthesis/one_ensemble_every_measure.ipynb"}
 

@@ -251,3 +251,17 @@ def test_bad_inputs():
         ch.preset("measures_vs_outcomes", "smoke", verbose=False, ci=1.5)
     with pytest.raises(InvalidInputError):
         ch.preset("measures_vs_outcomes", "smoke", verbose=False, per_run=0)
+
+
+def test_weighted_spearman_equals_scipy_on_repeated_rows():
+    """The vectorised member bootstrap's correlation: ranks with item e repeated w[e] times (ties included)
+    equal scipy's Spearman of the repeated rows."""
+    from ensdiv.chapters.synthesis.stats import _weighted_spearman
+
+    rng = np.random.default_rng(2)
+    x = np.round(rng.normal(size=12), 1)  # some ties
+    y = rng.normal(size=12)
+    w = rng.integers(0, 4, size=(5, 12)).astype(float)
+    got = _weighted_spearman(x, y, w)
+    want = [stats.spearmanr(np.repeat(x, wi.astype(int)), np.repeat(y, wi.astype(int))).statistic for wi in w]
+    assert got == pytest.approx(want)

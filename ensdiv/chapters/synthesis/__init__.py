@@ -71,6 +71,7 @@ from ensdiv.chapters.synthesis.stats import (
     partial_spearman,
     ranked_table,
     spearman_ci,
+    spearman_many,
     strata,
 )
 from ensdiv.errors import InvalidInputError, unknown_name
@@ -80,8 +81,8 @@ from ensdiv.train import model_cache_config
 __all__ = [
     "SLUG", "PRESETS", "preset", "ROLES", "SOURCES", "MEASURES", "OUTCOMES", "SIMILARITY_MEASURES", "Member",
     "Pool", "Population", "eval_sets", "population", "measure_table", "outcome_table", "spearman_ci",
-    "member_bootstrap", "member_resample", "partial_spearman", "strata", "correlation_table", "measure_matrix",
-    "ranked_table",
+    "member_bootstrap", "member_resample", "spearman_many", "partial_spearman", "strata", "correlation_table",
+    "measure_matrix", "ranked_table",
 ]
 
 SLUG = "synthesis"

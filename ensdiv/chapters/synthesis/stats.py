@@ -32,8 +32,8 @@ from ensdiv.errors import InvalidInputError
 from ensdiv.report.uncertainty import _member_summary as _summary
 from ensdiv.report.uncertainty import member_resample
 
-__all__ = ["spearman_ci", "member_resample", "member_bootstrap", "partial_spearman", "strata", "correlation_table",
-           "measure_matrix", "ranked_table"]
+__all__ = ["spearman_ci", "spearman_many", "member_resample", "member_bootstrap", "partial_spearman", "strata",
+           "correlation_table", "measure_matrix", "ranked_table"]
 
 
 def _finite_pairs(x: Any, y: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -84,10 +84,94 @@ def spearman_ci(x: Any, y: Any, *, n_boot: int = 1000, ci: float = 0.95, seed: i
     return _summary(rho, np.asarray(res.bootstrap_distribution, dtype=float), ci, int(x.size))
 
 
+def _weighted_ranks(v: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Average ranks of ``v`` (E,) when item ``e`` is repeated ``w[b, e]`` times, for every row ``b`` of ``w``
+    (B, E): tied values share their block's average rank, as in :func:`scipy.stats.rankdata`."""
+    uniq, inv = np.unique(v, return_inverse=True)
+    onehot = (inv[:, None] == np.arange(uniq.size)[None, :]).astype(float)
+    tied = w @ onehot  # (B, U): how many rows carry each distinct value
+    ranks = np.cumsum(tied, axis=1) - tied + (tied + 1) / 2
+    return ranks[:, inv]
+
+
+def _weighted_spearman(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Spearman's ρ of ``x`` and ``y`` (E,) with item ``e`` repeated ``w[b, e]`` times, for every row of ``w``:
+    the weighted Pearson correlation of the weighted average ranks (NaN below 4 rows or with a constant)."""
+    rx, ry = _weighted_ranks(x, w), _weighted_ranks(y, w)
+    total = w.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dx = rx - (w * rx).sum(axis=1, keepdims=True) / total
+        dy = ry - (w * ry).sum(axis=1, keepdims=True) / total
+        den = np.sqrt((w * dx**2).sum(axis=1) * (w * dy**2).sum(axis=1))
+        rho = (w * dx * dy).sum(axis=1) / den
+    return np.where((den > 1e-12) & (total[:, 0] >= 4), rho, np.nan)
+
+
+def _member_weights(groups: Sequence[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The sampled member ids of a stratum and an (E, k) index of each ensemble's sampled members (padded with
+    the id count, which points at a column of ones); members in every ensemble are fixed. None when fewer
+    than two members can be sampled."""
+    fixed = set.intersection(*(set(g) for g in groups))
+    ids = np.array(sorted({m for g in groups for m in g} - fixed))
+    if ids.size < 2:
+        return None
+    position = {m: i for i, m in enumerate(ids)}
+    width = max(len(g) for g in groups)
+    index = np.full((len(groups), width), ids.size)
+    for e, g in enumerate(groups):
+        mine = [position[m] for m in g if m not in fixed]
+        index[e, : len(mine)] = mine
+    return ids, index
+
+
+def spearman_many(columns: dict[str, np.ndarray], pairs: Sequence[tuple[str, str]],
+                  members: Sequence[Sequence[int]], *, n_boot: int = 1000, ci: float = 0.95,
+                  seed: int = 0) -> list[dict[str, Any]]:
+    """Spearman's ρ of several (x, y) column pairs over one stratum's ensembles, each with an interval from one
+    shared bootstrap over the stratum's *members* (as :func:`ensdiv.report.uncertainty.member_resample` draws
+    them: an ensemble counts as often as the product of its sampled members' counts; members in every ensemble
+    are fixed). The weighted correlations of every pair are computed for a batch of resamples at once inside
+    one :func:`scipy.stats.bootstrap` call, and every pair's replicates come from the same resamples (paired).
+    An ensemble with a NaN in a pair's x or y is left out of that pair.
+
+    Returns:
+        One ``{"rho", "low", "high", "p", "n", "replicates"}`` per pair (see :func:`spearman_ci`).
+    """
+    _check_options(n_boot, ci)
+    groups = [tuple(int(m) for m in g) for g in members]
+    cols = {k: np.asarray(v, dtype=float).ravel() for k, v in columns.items()}
+    if any(v.size != len(groups) for v in cols.values()):
+        raise InvalidInputError("spearman_many needs one value of every column per ensemble.")
+    valid = [np.isfinite(cols[a]) & np.isfinite(cols[b]) for a, b in pairs]
+    clean = [(np.where(ok, cols[a], 0.0), np.where(ok, cols[b], 0.0)) for (a, b), ok in zip(pairs, valid, strict=True)]
+    ones = np.ones((1, len(groups)))
+    points = [float(_weighted_spearman(x, y, ones * ok)[0]) if ok.sum() >= 4 else float("nan")
+              for (x, y), ok in zip(clean, valid, strict=True)]
+    built = _member_weights(groups) if groups else None
+    if built is None:
+        return [_summary(v, np.array([]), ci, int(ok.sum())) for v, ok in zip(points, valid, strict=True)]
+    ids, index = built
+
+    def statistic(drawn: np.ndarray, axis: int = -1) -> np.ndarray:
+        drawn = np.moveaxis(drawn, axis, -1).reshape(-1, ids.size)  # (B, P) member ids drawn
+        counts = (np.searchsorted(ids, drawn)[..., None] == np.arange(ids.size)).sum(axis=1)  # (B, P)
+        counts = np.concatenate([counts, np.ones((counts.shape[0], 1))], axis=1)
+        w = counts[:, index].prod(axis=2)  # (B, E)
+        return np.stack([_weighted_spearman(x, y, w * ok) for (x, y), ok in zip(clean, valid, strict=True)])
+
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        res = stats.bootstrap((ids,), statistic, vectorized=True, n_resamples=int(n_boot), batch=100,
+                              method="percentile", rng=np.random.default_rng(seed), confidence_level=ci)
+    dist = np.asarray(res.bootstrap_distribution, dtype=float).reshape(len(pairs), -1)
+    return [_summary(v, dist[i], ci, int(valid[i].sum())) for i, v in enumerate(points)]
+
+
 def member_bootstrap(x: Any, y: Any, members: Sequence[Sequence[int]], *, control: Any = None, n_boot: int = 1000,
                      ci: float = 0.95, seed: int = 0) -> dict[str, Any]:
-    """Spearman's ρ of ``x`` and ``y`` over ensembles (the partial ρ given ``control`` when it is given), with
-    an interval from resampling their members (:func:`member_resample`).
+    """Spearman's ρ of ``x`` and ``y`` over ensembles (:func:`spearman_many` for one pair), or the partial ρ
+    given ``control`` (:func:`ensdiv.report.uncertainty.member_resample`), with an interval from resampling
+    their members.
 
     Example:
         Five ensembles, two of them sharing member 0:
@@ -102,8 +186,7 @@ def member_bootstrap(x: Any, y: Any, members: Sequence[Sequence[int]], *, contro
         raise InvalidInputError(f"member_bootstrap needs one x, y and member tuple per ensemble, got {x.size}, "
                                 f"{y.size} and {len(members)}.")
     if control is None:
-        return member_resample({"x": x, "y": y}, members, lambda c: float(_rank_corr(c["x"], c["y"])),
-                               n_boot=n_boot, ci=ci, seed=seed)
+        return spearman_many({"x": x, "y": y}, [("x", "y")], members, n_boot=n_boot, ci=ci, seed=seed)[0]
     return member_resample({"x": x, "y": y, "z": control}, members,
                            lambda c: partial_spearman(c["x"], c["y"], c["z"]), n_boot=n_boot, ci=ci, seed=seed)
 
@@ -153,14 +236,15 @@ def correlation_table(measures: pd.DataFrame, outcomes: pd.DataFrame, ensembles:
     rows = []
     for (source, size), idx in strata(ensembles, min_n=min_n).items():
         groups = list(ensembles.loc[idx, "idx"])
-        for m in measures.columns:
-            for o in outcome_names:
-                r = member_bootstrap(measures.loc[idx, m], outcomes.loc[idx, o], groups, n_boot=n_boot, ci=ci,
-                                     seed=seed)
-                r.pop("replicates")
-                rows.append({"source": source, "size": size, "measure": m, "outcome": o, **r,
-                             "partial": partial_spearman(measures.loc[idx, m], outcomes.loc[idx, o],
-                                                         outcomes.loc[idx, control])})
+        cols = {**{f"m:{m}": measures.loc[idx, m].to_numpy() for m in measures.columns},
+                **{f"o:{o}": outcomes.loc[idx, o].to_numpy() for o in outcome_names}}
+        pairs = [(f"m:{m}", f"o:{o}") for m in measures.columns for o in outcome_names]
+        results = spearman_many(cols, pairs, groups, n_boot=n_boot, ci=ci, seed=seed)
+        for (m, o), r in zip([(a[2:], b[2:]) for a, b in pairs], results, strict=True):
+            r.pop("replicates")
+            rows.append({"source": source, "size": size, "measure": m, "outcome": o, **r,
+                         "partial": partial_spearman(measures.loc[idx, m], outcomes.loc[idx, o],
+                                                     outcomes.loc[idx, control])})
     columns = ["source", "size", "measure", "outcome", "rho", "low", "high", "p", "n", "partial"]
     return _bh(pd.DataFrame(rows, columns=columns), ci)
 
