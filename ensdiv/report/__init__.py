@@ -74,6 +74,7 @@ from ensdiv.report.claims import (
     claim,
     claims_dir,
     describe_strength,
+    facts_table,
     load_claims,
     read_records,
     slug,
@@ -93,7 +94,8 @@ from ensdiv.report.uncertainty import (
 __all__ = [
     "LEVEL", "OUTCOMES", "PAPERS", "SCALES", "SOURCES", "STAGING_ENV", "VERDICTS", "Check", "Claim", "Estimate",
     "Outcome", "PageRun", "above", "audit", "below", "chapter_summary", "check_record", "claim", "claims_dir",
-    "claims_page", "correlated", "correlation", "describe_strength", "evaluate", "fisher_interval", "from_seeds",
+    "claims_page", "correlated", "correlation", "describe_strength", "evaluate", "facts_table", "fisher_interval",
+    "from_seeds",
     "greater", "less", "load_claims", "negative", "noninferior", "null_values", "paired_bootstrap", "positive",
     "ratio_above", "read_records", "significant", "slug", "strength_of", "verdict", "verdict_box", "within",
 ]

@@ -30,7 +30,7 @@ from ensdiv.report.checks import VERDICTS, Check, _check_scale, _plain, evaluate
 from ensdiv.report.uncertainty import LEVEL, Estimate
 
 __all__ = ["PAPERS", "STAGING_ENV", "Claim", "check_record", "claim", "claims_dir", "describe_strength", "load_claims",
-           "read_records", "slug", "strength_of", "audit", "FACT_NAMES"]
+           "read_records", "slug", "strength_of", "audit", "FACT_NAMES", "facts_table"]
 
 PAPERS = ("packed-ensembles", "attack-similarity", "training-methods", "design-diversity", "sed", "foundations",
           "synthesis")
@@ -116,8 +116,8 @@ class Claim:
 
     def facts_frame(self) -> pd.DataFrame:
         """The facts table: quantity | paper | this run. Facts never enter the verdict."""
-        rows = [(v["quantity"], _fmt(v["paper"]), _fmt(v["ours"])) for v in self.facts]
-        return pd.DataFrame(rows, columns=["fact", "paper", "this run"])
+        return facts_table({v["quantity"]: v["ours"] for v in self.facts},
+                           {v["quantity"]: v["paper"] for v in self.facts})
 
     def checks_frame(self) -> pd.DataFrame:
         """The checks table: check | paper's numbers | no effect | this run | interval | counted."""
@@ -145,6 +145,18 @@ class Claim:
         tables = [df.to_html(index=False, border=0) for df in frames]
         parts = [f"<p><b>Verdict: {html.escape(self.verdict)}</b> ({html.escape(self._summary())})</p>", *tables]
         return "\n".join(parts + ([f"<p>{html.escape(self.notes)}</p>"] if self.notes else []))
+
+
+def facts_table(facts: Mapping[str, Any], paper: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Facts as the book shows them — fact | paper | this run — for a claim's facts, or for a page that states
+    facts and tests no claim (a worked example, an identity the code satisfies).
+
+    >>> facts_table({"max |table - direct|": 0.0, "measures compared": 8}).values.tolist()
+    [['max |table - direct|', '–', '0'], ['measures compared', '–', '8']]
+    """
+    paper = paper or {}
+    rows = [(q, _fmt(_plain(paper.get(q))), _fmt(_plain(v))) for q, v in facts.items()]
+    return pd.DataFrame(rows, columns=["fact", "paper", "this run"])
 
 
 def strength_of(checks: Sequence[Mapping[str, Any]]) -> dict[str, int]:

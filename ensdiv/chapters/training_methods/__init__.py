@@ -1,0 +1,176 @@
+"""The training-methods chapter (Gontijo-Lopes, Dauphin, Cubuk, *No One Representation to Rule Them All*,
+ICLR 2022): its population bookkeeping, calibrated pairs with the base model, specialisation, greedy
+ensembles, feature probes, the paper's Appendix tables, the paper-scale folder reader, and its presets.
+
+**The analysis population** (§3.2). One base model, the zoo's ``arch/resnet`` (the analogue of the
+paper's ResNet-50 + RandAugment), and every other model of the zoo's five categories ``reinit``,
+``hparam``, ``arch``, ``framework`` (SimCLR + probe, distillation) and ``dataset`` (pre-trained on another
+source + linear probe; :func:`chapter_recipes` adds ``dataset/resnet-glyphs``, pre-trained on
+``pretrain/glyphs``). A model enters the main analysis only when its *validation* accuracy lies in the
+band (``cfg.band``: points around the base's validation accuracy at smoke/cpu scale, the paper's
+absolute 74-78 % at paper scale); a model outside it is excluded with a :class:`PopulationWarning`
+naming it. Every model is temperature-scaled on the validation split (:func:`fit_temperatures` refuses
+the test split) and ensembles average calibrated probabilities. The test split is used for reporting only.
+
+The glyph model (``dataset/resnet-glyphs``), like every model of the analysis, is a recipe of the
+shared zoo (:mod:`ensdiv.chapters.zoo`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters.training_methods.analysis import (
+    GROUPS,
+    class_specialization,
+    concat_curve,
+    downstream_probes,
+    downstream_splits,
+    features_needed,
+    fig05_lists,
+    greedy_with_low,
+    high_low_lists,
+    pair_angles,
+    probe_features,
+)
+from ensdiv.chapters.training_methods.estimates import (
+    CATEGORY_COLUMNS,
+    DIVERSE_CATEGORIES,
+    NAN,
+    angle_gap_estimates,
+    base_category,
+    bootstrap,
+    category_correlation,
+    category_estimates,
+    class_estimates,
+    class_share,
+    class_spread,
+    combination_gains,
+    downstream_choices,
+    ensemble_correct,
+    features_needed_estimates,
+    first_additions,
+    highest_of,
+    mean_of,
+    missing_estimate,
+    model_correlation,
+    pair_correct,
+)
+from ensdiv.chapters.training_methods.paper import (
+    BASE,
+    CATEGORIES,
+    CATEGORY_LABELS,
+    PAPER_BASE_ACCURACY,
+    PAPER_FEATURES_NEEDED,
+    PAPER_LAYOUT,
+    PAPER_TABLE1,
+    PAPER_TABLE2,
+    PAPER_TABLE3,
+    PAPER_TIMM,
+    SLUG,
+    VAL_SET,
+    PopulationWarning,
+)
+from ensdiv.chapters.training_methods.population import (
+    Outputs,
+    Population,
+    analysis_population,
+    calibrated_probs,
+    category_means,
+    category_trend,
+    chapter_recipes,
+    check_aligned,
+    fit_temperatures,
+    load_outputs,
+    load_paper_outputs,
+    model_table,
+    paper_category_values,
+    paper_model_table,
+    population,
+    representative,
+)
+from ensdiv.train import probe
+
+__all__ = [
+    "SLUG", "PRESETS", "preset", "CATEGORIES", "CATEGORY_LABELS", "BASE", "VAL_SET", "PAPER_TABLE1",
+    "PAPER_TABLE2", "PAPER_TABLE3", "PAPER_BASE_ACCURACY", "PAPER_FEATURES_NEEDED", "PAPER_TIMM", "PAPER_LAYOUT",
+    "PopulationWarning", "Population", "Outputs", "chapter_recipes", "load_outputs", "fit_temperatures",
+    "analysis_population", "model_table", "paper_model_table", "category_means", "category_trend",
+    "paper_category_values", "representative", "pair_angles", "class_specialization", "greedy_with_low",
+    "check_aligned", "probe_features", "concat_curve", "features_needed", "downstream_splits", "downstream_probes",
+    "fig05_lists", "high_low_lists", "setup", "population", "calibrated_probs", "GROUPS", "load_paper_outputs",
+    "NAN", "CATEGORY_COLUMNS", "DIVERSE_CATEGORIES", "pair_correct", "ensemble_correct", "category_estimates",
+    "highest_of", "mean_of", "model_correlation", "category_correlation", "angle_gap_estimates", "class_spread",
+    "class_share", "class_estimates", "first_additions", "combination_gains", "features_needed_estimates",
+    "downstream_choices", "bootstrap", "base_category", "missing_estimate",
+]
+
+# ---- presets -------------------------------------------------------------------------------------------
+# band: (low, high) points around the base's validation accuracy (smoke, cpu) or absolute % (paper: 74-78).
+# cpu: +-5 points, wider than the paper's -2.2/+1.8 around 76.2 %: our small, briefly trained models spread
+# more; the Table-A page lists every model and each page warns about every model the band leaves out.
+# n_resamples: bootstrap resamples of every interval of the pages' claims (over test images, or over models)
+_COMMON = {
+    "common": {"seed": 0, "models": [], "data_root": "", "band_relative": True, "n_resamples": 1000},
+    "smoke": {"band": [-15.0, 15.0], "n_resamples": 200},
+    "cpu": {"band": [-5.0, 5.0]},
+    "paper": {"band": [74.0, 78.0], "band_relative": False},
+    "types": {"models": list[str]},  # []: every model of models.csv
+}
+_PAIRS = {"prefer_reinit": "reinit/resnet-s1", "prefer_arch": "arch/efficientnet",
+          "prefer_dataset": "dataset/resnet-glyphs"}
+_PROBE = {
+    "common": {"normalize": "l2", "fractions": [0.0, 0.25, 0.5, 0.75, 1.0], "target_gap": 0.0},
+    "smoke": {"probe_train": 400, "probe_val": 200, "probe_test": 400, "l2_grid": [1e-2, 1e-4], "probe_iter": 20,
+              "probe_dtype": "float32", "draws": 1, "k_step": 4, "per_category": 1},
+    "cpu": {"probe_train": 5000, "probe_val": 2000, "probe_test": 0, "l2_grid": [1e-2, 1e-3, 1e-4, 1e-5, 1e-6],
+            "probe_iter": 50, "probe_dtype": "float32", "draws": 2, "k_step": 32, "per_category": 1},
+    # paper: Kornblith et al.'s grid has 45 values; 10 (one per decade) here, multiples of 256 dimensions (§4.6)
+    "paper": {"probe_train": 0, "probe_val": 0, "probe_test": 0, "l2_grid": list(probe.DEFAULT_L2_GRID),
+              "probe_iter": 100, "probe_dtype": "float32", "draws": 3, "k_step": 256, "per_category": 0},
+}
+
+
+def _merge(*specs: dict) -> dict:
+    out: dict = {s: {} for s in ("common", "smoke", "cpu", "paper", "types")}
+    for spec in specs:
+        for s, v in spec.items():
+            out[s].update(v)
+    return out
+
+
+_DOWN_MODELS = [BASE, "arch/vit", "framework/resnet-simclr", "dataset/resnet-glyphs", "dataset/resnet-shapes"]
+PRESETS: dict = {
+    f"{SLUG}/fig01_error_inconsistency": _merge(_COMMON),
+    f"{SLUG}/fig02_ensemble_accuracy": _merge(_COMMON, {"common": {"ci": 0.90}}),
+    f"{SLUG}/fig03_specialization_angles": _merge(_COMMON, {"common": {**_PAIRS, "bins": 30}}),
+    f"{SLUG}/fig04_per_class_specialization": _merge(_COMMON, {"common": {**_PAIRS, "n_perm": 1000},
+                                                               "smoke": {"n_perm": 50}}),
+    f"{SLUG}/fig05_greedy_low_accuracy": _merge(_COMMON, {"common": {"n_high": 3, "low_gap": 1.0, "max_size": 5},
+                                                          "smoke": {"n_high": 2, "low_gap": 0.0}}),
+    f"{SLUG}/fig06_feature_overlap": _merge(_COMMON, _PROBE, {"common": _PAIRS}),
+    f"{SLUG}/fig07_downstream_transfer": _merge(_COMMON, _PROBE, {
+        "common": {"downstream_set": "pretrain/digits", "down_models": _DOWN_MODELS},
+        "paper": {"down_models": []},  # paper: every model with role 'high' in models.csv
+        "types": {"down_models": list[str]}}),
+    f"{SLUG}/fig08_pair_counts": _merge(_COMMON),
+    f"{SLUG}/tabA_model_table": _merge(_COMMON),
+}
+
+
+def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):
+    """The resolved preset ``training-methods/<stem>`` at ``scale`` (see :func:`ensdiv.config.resolve_preset`)."""
+    return chapter_preset(SLUG, PRESETS, stem, scale, verbose=verbose, **overrides)
+
+
+def setup(cfg: Any) -> tuple[Outputs, torch.Tensor, Population]:
+    """What every page starts from: the outputs, the temperatures (fitted on the validation split) and the
+    analysis population (warnings name every model the band leaves out)."""
+    out = load_outputs(cfg)
+    temps = fit_temperatures(out.logits["val"], out.labels["val"], split="val")
+    pop = population(cfg, out)
+    print(pop.describe())
+    return out, temps, pop
