@@ -40,7 +40,7 @@ def build(scale: str, cache: Path, build_dir: Path) -> dict:
     env = {**os.environ, "ENSDIV_CACHE": str(cache), "ENSDIV_BUILD": str(build_dir), "ENSDIV_PROGRESS": "lines"}
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "ensdiv.chapters.cli", "book", "--scale", scale], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "ensdiv.book.cli", "book", "--scale", scale], cwd=ROOT, env=env,
                           capture_output=True, text=True)
     seconds = time.perf_counter() - t0
     (build_dir / f"bench-{scale}-{int(time.time())}.log").write_text(proc.stdout + proc.stderr)

@@ -22,10 +22,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ensdiv.chapters import runner
+from ensdiv.book import site, stamps
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = "notebooks/sed/fig03_lambda_sweep"  # the sed chapter's key page (runner.KEY_FIGURES)
+PAGE = "notebooks/sed/fig03_lambda_sweep"  # the sed chapter's key page (site.KEY_FIGURES)
 CLAIM = ('ed.report.claim(paper="sed", item="Fig. 3", claim="{text}", checks=[ed.report.less("x", "y")], '
          'ours={{"x": {x}, "y": 2}}, paper_values={{"x": 1, "y": 2}}, scale=scale, claim_id="{cid}")')
 
@@ -68,9 +68,9 @@ def book(tmp_path_factory):
         code(CLAIM.format(text="x is below y again.", x=3, cid="b")),
     ])
     _notebook(src / "notebooks" / "sed" / "broken.ipynb", [md("# Broken"), code('raise RuntimeError("broken page")')])
-    results, index = runner.build_book(scale="cpu", root=src)
+    results, index = site.build_book(scale="cpu", root=src)
     assert [r.status for r in results] == ["ok", "failed"], [r.error for r in results]
-    records = list(runner.page_run(tmp / "build" / "executed" / "cpu" / f"{PAGE}.ipynb", f"{PAGE}.ipynb").records)
+    records = list(stamps.page_run(tmp / "build" / "executed" / "cpu" / f"{PAGE}.ipynb", f"{PAGE}.ipynb").records)
     yield index.parent, records
     mp.undo()
 
@@ -92,7 +92,7 @@ def test_math_is_served_from_the_site_when_a_local_copy_exists(book):
     page = (html_dir / PAGE).with_suffix(".html").read_text()
     scripts = re.findall(r'<script[^>]+src="([^"]*(?:mathjax|tex-mml-chtml)[^"]*)"', page)
     assert scripts, "the page with a formula loads no MathJax"
-    if runner.mathjax_source() is None:
+    if site.mathjax_source() is None:
         assert all(s.startswith("https://") for s in scripts)  # the CDN, Sphinx's default
     else:
         assert all("_static/mathjax/tex-mml-chtml.js" in s and "://" not in s for s in scripts)
@@ -112,7 +112,7 @@ def _browser():
     driver = shutil.which("chromedriver")
     if not chromium or not driver:
         pytest.skip("Chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)")
-    if runner.mathjax_source() is None:
+    if site.mathjax_source() is None:
         pytest.skip("no local MathJax copy (make mathjax); offline, the CDN copy cannot render formulas")
     webdriver = pytest.importorskip("selenium.webdriver")
     options = webdriver.ChromeOptions()

@@ -18,7 +18,8 @@ PKG = Path(__file__).resolve().parent.parent / "ensdiv"
 # Lowest first. A module may import its own layer and the layers below it, never one above.
 # ``store`` and ``config`` are foundations (data caches the sets it generates); ``losses`` sits below
 # ``train`` because the training engine calls them; ``api`` is ``ensdiv/__init__.py`` (the flat
-# namespace); ``book`` is the chapters, with the runner and the ``ensdiv`` command that build the book.
+# namespace); ``chapters`` are the book's pages' pipelines and presets; ``book`` builds the book from them
+# (``ensdiv run``/``ensdiv book``, stamps, the rendered site, the ``ensdiv`` command).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("errors", "paths", "store", "config", "progress", "reads", "tracing", "bundles")),
     ("data", ("data",)),
@@ -31,7 +32,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("transfer", ("transfer",)),
     ("report", ("report",)),
     ("api", ("__init__",)),
-    ("book", ("chapters",)),
+    ("chapters", ("chapters",)),
+    ("book", ("book",)),
 ]
 RANK = {top: i for i, (_, tops) in enumerate(LAYERS) for top in tops}
 API = RANK["__init__"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ensdiv.chapters.runner import page_run, run_notebooks
+from ensdiv.book import page_run, run_notebooks
 from ensdiv.paths import project_root
 from ensdiv.report import audit
 
@@ -26,7 +26,7 @@ def test_source_has_no_outputs_and_follows_template(path):
     assert "".join(params[0]["source"]).lstrip().startswith("scale = "), "first parameter must be `scale`"
     from papermill.translators import PythonTranslator
 
-    from ensdiv.chapters.runner import notebook_parameters
+    from ensdiv.book import notebook_parameters
 
     declared = notebook_parameters(path)
     parsed = {p.name for p in PythonTranslator.inspect({"source": "".join(params[0]["source"])})}

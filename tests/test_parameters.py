@@ -11,8 +11,9 @@ import nbformat
 import pytest
 
 from ensdiv import chapters
-from ensdiv.chapters import cli, runner
-from ensdiv.chapters.parameters import inject, parse_value, render
+from ensdiv.book import cli
+from ensdiv.book import run as runner
+from ensdiv.book.parameters import inject, parse_value, render
 from ensdiv.config import SCALES, field_type, plain_data_problem, resolve_preset
 from ensdiv.errors import EnsdivError, InvalidInputError
 
@@ -140,7 +141,7 @@ def test_item1_reads_plain_yaml_1_2_data():
 
 
 def test_item1_recursion_and_memory_errors_are_one_sentence(monkeypatch):
-    from ensdiv.chapters import parameters
+    from ensdiv.book import parameters
 
     def boom(text):
         raise RecursionError("maximum recursion depth exceeded")

@@ -29,7 +29,9 @@ import numpy as np
 import pytest
 import torch
 
-from ensdiv.chapters import cli, runner
+from ensdiv.book import cli
+from ensdiv.book import run as runner
+from ensdiv.book import site as book_site
 from ensdiv.config import between, one_of, resolve_preset
 from ensdiv.data import fashion
 from ensdiv.data import registry as reg
@@ -88,7 +90,7 @@ def test_book_pages_come_from_the_scale_asked_for(build_env):
     _notebook(book / "page.ipynb", 'print("holds at scale", scale)', params='scale = "cpu"')
     seen = []
     for scale in ("cpu", "smoke", "cpu"):
-        results, index = runner.build_book(scale=scale, root=book)
+        results, index = book_site.build_book(scale=scale, root=book)
         html = (index.parent / "page.html").read_text()
         seen.append((scale, results[0].status, "holds at scale smoke" in html, "holds at scale cpu" in html))
     assert seen == [("cpu", "ok", False, True), ("smoke", "ok", True, False), ("cpu", "cached", False, True)]
@@ -103,13 +105,13 @@ def test_staging_refreshes_changed_files_and_keeps_unchanged_ones(tmp_path):
     for f in src.iterdir():
         os.utime(f, (old, old))
     site = tmp_path / "site"
-    runner._stage(site, {Path("a.ipynb"): src / "a.ipynb", Path("b.md"): src / "b.md"}, "smoke")
+    book_site._stage(site, {Path("a.ipynb"): src / "a.ipynb", Path("b.md"): src / "b.md"}, "smoke")
     first_b = (site / "b.md").stat().st_mtime
     assert (site / "a.ipynb").stat().st_mtime > old + 1800  # fresh, never the executed copy's old time
     (src / "a.ipynb").write_text("cpu copy")
     os.utime(src / "a.ipynb", (old, old))  # an executed copy from long ago
     time.sleep(0.01)
-    assert runner._stage(site, {Path("a.ipynb"): src / "a.ipynb", Path("b.md"): src / "b.md"}, "cpu") is True
+    assert book_site._stage(site, {Path("a.ipynb"): src / "a.ipynb", Path("b.md"): src / "b.md"}, "cpu") is True
     assert (site / "a.ipynb").read_text() == "cpu copy"
     assert (site / "a.ipynb").stat().st_mtime > first_b
     assert (site / "b.md").stat().st_mtime == first_b  # unchanged: not re-rendered
@@ -151,7 +153,7 @@ def test_real_format_pickles_still_load(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ 3
-_RUN = ("import sys; from pathlib import Path; from ensdiv.chapters import runner; "
+_RUN = ("import sys; from pathlib import Path; from ensdiv.book import run as runner; "
         "r = runner.run_notebooks([sys.argv[1]], scale='smoke', params={'value': int(sys.argv[2])}, "
         "out_root=Path(sys.argv[3]), progress=False); print(r[0].status)")
 
@@ -480,12 +482,12 @@ def test_book_never_deletes_a_folder_it_did_not_make(tmp_path):
     site.mkdir()
     (site / "precious.txt").write_text("mine")
     with pytest.raises(EnsdivError, match="is not a staging folder of `ensdiv book`") as info:
-        runner._stage(site, {}, "cpu")
+        book_site._stage(site, {}, "cpu")
     _one_sentence(str(info.value))
     assert (site / "precious.txt").read_text() == "mine"
-    runner._stage(tmp_path / "fresh", {}, "cpu")  # an absent or empty folder becomes ours
+    book_site._stage(tmp_path / "fresh", {}, "cpu")  # an absent or empty folder becomes ours
     (tmp_path / "fresh" / "stale.html").write_text("old")
-    runner._stage(tmp_path / "fresh", {}, "cpu")
+    book_site._stage(tmp_path / "fresh", {}, "cpu")
     assert not (tmp_path / "fresh" / "stale.html").exists()
 
 
@@ -537,7 +539,7 @@ def test_claims_page_lists_every_claim_and_every_failed_page(build_env):
     _notebook(book / "a.ipynb", claim.format(item="Fig. A", x=1), params='scale = "cpu"')
     _notebook(book / "b.ipynb", claim.format(item="Fig. B", x=3), params='scale = "cpu"')
     _notebook(book / "c.ipynb", 'raise RuntimeError("broken page")', params='scale = "cpu"')
-    results, index = runner.build_book(scale="cpu", root=book)
+    results, index = book_site.build_book(scale="cpu", root=book)
     assert [r.status for r in results] == ["ok", "ok", "failed"]  # the CLI exits 1 on this
     page = (build_env / "build" / "claims.md").read_text()
     html = (index.parent / "book" / "claims.html").read_text()  # the rendered claims page

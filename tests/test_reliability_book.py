@@ -20,7 +20,8 @@ import papermill
 import pytest
 
 from ensdiv import report
-from ensdiv.chapters import runner
+from ensdiv.book import run as runner
+from ensdiv.book import site, stamps
 from ensdiv.errors import EnsdivError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +56,7 @@ def _run(nb: Path, out: Path, **kw) -> runner.NotebookResult:
 
 
 def _page(out: Path, nb: Path) -> report.PageRun:
-    return runner.page_run(out / nb.name, nb.name)
+    return stamps.page_run(out / nb.name, nb.name)
 
 
 def _rows(page: str) -> str:
@@ -93,11 +94,11 @@ def test_item2_a_claim_the_page_no_longer_makes_is_gone(env):
 def test_item2_a_failed_page_is_failed_in_every_build_mode(env):
     """A page that held, then fails: an --html-only build afterwards shows it failed, not its old verdict."""
     book = _tiny_book(env / "book", {"a": CLAIM.format(item="Fig. A", x=1)})
-    results, _ = runner.build_book(scale="cpu", root=book)
+    results, _ = site.build_book(scale="cpu", root=book)
     assert [r.status for r in results] == ["ok"]
     _notebook(book / "a.ipynb", 'raise RuntimeError("broken page")')
     assert runner.run_notebooks([book / "a.ipynb"], scale="cpu", root=book, progress=False)[0].status == "failed"
-    results, index = runner.build_book(scale="cpu", root=book, html_only=True)
+    results, index = site.build_book(scale="cpu", root=book, html_only=True)
     assert results == []
     page = _rows((env / "build" / "claims.md").read_text())
     assert "ensdiv-badge failed" in page and "broken page" in page and "ensdiv-badge holds" not in page
@@ -223,8 +224,8 @@ def _cli(env: Path, book: Path, script: str, *args: str) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from ensdiv.chapters import cli, runner
-        runner.project_root = lambda: Path({str(book)!r})
+        from ensdiv.book import cli, run, site
+        run.project_root = site.project_root = lambda: Path({str(book)!r})
         {script}
         sys.exit(cli.main({list(args)!r}))
     """)
@@ -237,7 +238,7 @@ def test_item4_sigterm_to_ensdiv_book_ends_jupyter_book(env):
     book = _tiny_book(env / "book", {"a": "print(1)"})
     pidfile = env / "jb.pid"
     sleeper = f"import os, time, pathlib; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid())); time.sleep(300)"
-    fake_jb = f"runner._jupyter_book = lambda: [sys.executable, '-c', {sleeper!r}, '--']"
+    fake_jb = f"site._jupyter_book = lambda: [sys.executable, '-c', {sleeper!r}, '--']"
     proc = _cli(env, book, fake_jb, "book", "--scale", "smoke", "--html-only")
     try:
         jb = int(_wait_for(pidfile))
@@ -249,7 +250,7 @@ def test_item4_sigterm_to_ensdiv_book_ends_jupyter_book(env):
     assert proc.returncode == 130 and "interrupted" in err
     assert _gone(jb), "jupyter-book outlived `ensdiv book`"
     # the build lock was released: the next build may start
-    with runner._build_lock(env / "build"):
+    with site._build_lock(env / "build"):
         pass
 
 
@@ -270,9 +271,9 @@ def test_item4_sigterm_to_ensdiv_run_ends_the_kernel_and_leaves_no_partial(env):
 
 
 def test_item4_one_build_at_a_time_per_build_folder(env):
-    with runner._build_lock(env / "build"):
+    with site._build_lock(env / "build"):
         with pytest.raises(EnsdivError, match=f"is building into {env / 'build'}") as err:
-            runner.build_book(scale="smoke", root=env)
+            site.build_book(scale="smoke", root=env)
     assert str(os.getpid()) in str(err.value) and "\n" not in str(err.value)
 
 
@@ -359,7 +360,7 @@ def test_a_book_from_an_imported_bundle_shows_the_same_claims(env, monkeypatch):
     """A page draws a random number once and caches it: exported, imported into an empty cache on "another
     machine" and re-run, the page shows the very same claim values (recomputed, they would differ)."""
     from ensdiv import bundles
-    from ensdiv.chapters import cli
+    from ensdiv.book import cli
     from ensdiv.store import default_store
 
     nb = _notebook(env / "a.ipynb", CACHED_CLAIM)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from ensdiv.chapters import cli, runner
+from ensdiv.book import cli
+from ensdiv.book import run as runner
 from ensdiv.errors import EnsdivError
 
 
@@ -102,7 +103,7 @@ def test_parameters_are_read_even_with_equals_in_comments(nbdir):
 def test_repository_buttons_only_with_a_real_repository(tmp_path, monkeypatch):
     import yaml
 
-    from ensdiv.chapters.runner import book_config
+    from ensdiv.book.site import book_config
     from ensdiv.paths import project_root
 
     monkeypatch.delenv("ENSDIV_REPOSITORY_URL", raising=False)

@@ -1,7 +1,7 @@
 """Claims: a paper's claim tested on this run's numbers (and the paper's), and its JSON record.
 
 Where a record goes: a notebook executed by ``ensdiv run``/``ensdiv book`` writes its records into the
-run's own staging folder (``$ENSDIV_CLAIMS_STAGING``, set by the runner); the runner checks them and
+run's own staging folder (``$ENSDIV_CLAIMS_STAGING``, set by the build, :mod:`ensdiv.book`); the build checks them and
 promotes them *inside the executed notebook* when, and only when, the run finishes, replacing that page's
 previous records as a set. A claim made anywhere else (a plain Python session, a test) is written to
 :func:`claims_dir` and never reaches the book.
@@ -34,7 +34,7 @@ __all__ = ["PAPERS", "STAGING_ENV", "Claim", "check_record", "claim", "claims_di
 
 PAPERS = ("packed-ensembles", "attack-similarity", "training-methods", "design-diversity", "sed", "foundations",
           "synthesis")
-#: The folder a run's claim records are written to while the run is in progress (set by the runner).
+#: The folder a run's claim records are written to while the run is in progress (set by the build, :mod:`ensdiv.book`).
 STAGING_ENV = "ENSDIV_CLAIMS_STAGING"
 _MISSING = "–"
 

@@ -1,7 +1,7 @@
 """The book's generated pages: "Claims at a glance" and the verdict part of each chapter's landing page.
 
-Both are built from :class:`PageRun` objects, one per notebook of the book, which the runner reads from the
-*executed copies* themselves (their status and the claim records promoted into them when their run
+Both are built from :class:`PageRun` objects, one per notebook of the book, which the build (:mod:`ensdiv.book`)
+reads from the *executed copies* themselves (their status and the claim records promoted into them when their run
 finished), so a page that failed is shown as failed in every build mode, a claim a page no longer makes is
 gone, and nothing written outside a finished run of the page reaches the book.
 """

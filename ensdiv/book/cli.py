@@ -13,17 +13,13 @@ import subprocess
 import sys
 import time
 
+from ensdiv.book.parameters import parse_value
+from ensdiv.book.processes import signals_as_interrupts
+from ensdiv.book.run import run_notebooks, summary, toc_notebooks
+from ensdiv.book.site import build_book
+from ensdiv.book.stamps import cache_entries
 from ensdiv.bundles import export_bundle, import_bundle
 from ensdiv.chapters import zoo
-from ensdiv.chapters.parameters import parse_value
-from ensdiv.chapters.runner import (
-    build_book,
-    cache_entries,
-    run_notebooks,
-    signals_as_interrupts,
-    summary,
-    toc_notebooks,
-)
 from ensdiv.data import list_datasets
 from ensdiv.errors import EnsdivError
 from ensdiv.paths import project_root

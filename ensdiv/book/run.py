@@ -1,0 +1,336 @@
+"""Execute notebooks with papermill: ``ensdiv run``, and the first half of ``ensdiv book``.
+
+Notebooks are executed into ``_build/executed/<scale>/<same relative path>``; each executed copy carries
+the record of its last run (:mod:`ensdiv.book.stamps`). A finished notebook whose record says nothing it
+depends on changed is not run again (``force=True`` re-runs); a failed or interrupted run never passes for
+a finished one, and an interrupted run leaves the previous copy (and its claim records) as they were. A
+lock file per executed notebook (``<name>.lock``) serialises two runs of the same notebook. One failing
+notebook is reported with its error cell; the others still run.
+
+Before anything runs: the scale, the notebooks, every parameter's name, type and range (against the
+notebook's preset, :mod:`ensdiv.config`; the values themselves plain data, :mod:`ensdiv.book.parameters`),
+and the cache folder are checked, each failure one sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import yaml
+
+from ensdiv import chapters, reads, tracing
+from ensdiv.book.parameters import inject, render
+from ensdiv.book.stamps import (
+    code_unchanged,
+    data_signature,
+    finish,
+    reads_unchanged,
+    sha,
+    stamp_of,
+    tree_hash,
+    versions,
+)
+from ensdiv.chapters import zoo
+from ensdiv.config import check_scale
+from ensdiv.errors import EnsdivError, unknown_name
+from ensdiv.paths import build_dir, project_root
+from ensdiv.report import STAGING_ENV, read_records
+from ensdiv.store import ACCESS_LOG_ENV, default_store
+
+__all__ = ["NotebookResult", "run_notebooks", "toc_notebooks", "notebook_parameters", "check_parameters",
+           "summary"]
+
+
+@dataclass
+class NotebookResult:
+    """What happened to one notebook."""
+
+    path: Path
+    output: Path
+    status: str  # "ok", "cached" or "failed"
+    seconds: float = 0.0
+    error: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+def notebook_parameters(path: Path) -> dict[str, Any]:
+    """The parameters a notebook declares: the names assigned in its cell tagged ``parameters``.
+
+    Parsed with :mod:`ast` rather than papermill's line parser, which gives up on a line whose comment
+    contains ``=`` (and then silently accepts any parameter name).
+
+    Returns:
+        ``{name: default value}`` (the literal, or the source text when it is not a literal).
+    """
+    import ast
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            declared: dict[str, Any] = {}
+            for node in ast.parse(cell.source).body:
+                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+                for target in targets:
+                    if isinstance(target, ast.Name) and getattr(node, "value", None) is not None:
+                        try:
+                            declared[target.id] = ast.literal_eval(node.value)
+                        except ValueError:
+                            declared[target.id] = ast.get_source_segment(cell.source, node.value)
+            return declared
+    return {}
+
+def _resolve(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.is_absolute() and not p.exists():
+        p = project_root() / p
+    if p.suffix != ".ipynb":
+        p = p.with_suffix(".ipynb")
+    if not p.exists():
+        raise EnsdivError(f"Notebook {path} does not exist; list them with `ensdiv run --list`.")
+    return p.resolve()
+
+def toc_notebooks(toc: Path | None = None, *, root: Path | None = None) -> list[Path]:
+    """Every notebook listed in ``_toc.yml`` (of the book in ``root``, default the project), in book order."""
+    root = Path(root or project_root())
+    toc = toc or root / "_toc.yml"
+    spec = yaml.safe_load(toc.read_text())
+    found: list[Path] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for f in (node.get("root"), node.get("file")):
+                if isinstance(f, str) and (root / f"{f}.ipynb").exists():
+                    found.append((root / f"{f}.ipynb").resolve())
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(spec)
+    return found
+
+def _error_of(exc: Exception) -> str:
+    """One readable paragraph: the failing cell's number, the exception name and message."""
+    ename = getattr(exc, "ename", type(exc).__name__)
+    evalue = getattr(exc, "evalue", str(exc))
+    cell = getattr(exc, "exec_count", None)
+    where = f"cell [{cell}]" if cell is not None else "a cell"
+    return f"{where} raised {ename}: {evalue}"
+
+def _preset_name(nb: Path) -> str:
+    """The preset of a book notebook: ``notebooks/<paper-slug>/<stem>.ipynb`` -> ``"<paper-slug>/<stem>"``."""
+    return f"{nb.parent.name}/{nb.stem}"
+
+def check_parameters(nb: Path, scale: str, params: dict[str, Any]) -> None:
+    """Check ``params`` against the preset of notebook ``nb`` (when it has one) before it runs.
+
+    Every field of the preset is resolved at ``scale`` with the parameters that name it, so a value of
+    the wrong type or outside its range (:mod:`ensdiv.config`), and a ``zoo_entry`` the zoo lacks at
+    that scale, are one sentence now rather than a traceback in a cell minutes later.
+    """
+    name = _preset_name(nb)
+    if name not in chapters.list_presets():
+        return
+    fields = chapters.preset(name, scale, verbose=False)
+    chapters.preset(name, scale, verbose=False, **{k: v for k, v in params.items() if k in fields})
+    entry = params.get("zoo_entry")
+    if isinstance(entry, str) and "zoo_entry" in fields:
+        entries = zoo.zoo_recipes(scale)
+        if entry not in entries:
+            raise unknown_name("zoo entry", entry, entries)
+
+@contextlib.contextmanager
+def _notebook_lock(out: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``<out>.lock`` (waits while another run of this notebook holds it)."""
+    with open(out.with_suffix(".lock"), "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+def _remove_stale_partials(out: Path) -> None:
+    """Remove ``<name>.partial-<pid>.ipynb`` files (and claim staging folders, read logs) of runs whose
+    process is gone: an interrupted run left them."""
+    for leftover in [*out.parent.glob(f"{out.stem}.partial-*.ipynb"), *out.parent.glob(f".{out.stem}.run-*")]:
+        pid = leftover.name.rsplit("-", 1)[-1].split(".")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+def _read_roots(params: dict[str, Any]) -> list[str]:
+    """The folders whose reads a page's rerun check follows: ``$ENSDIV_DATA``, Debian's Fashion-MNIST and
+    every existing folder a string parameter names (``data_root``)."""
+    roots = [os.environ.get("ENSDIV_DATA", ""), "/usr/share/datasets/fashion-mnist"]
+    roots += [v for v in params.values() if isinstance(v, str) and v and os.path.isabs(v)]
+    return [r for r in dict.fromkeys(roots) if r and os.path.isdir(r)]
+
+def run_notebooks(
+    paths: list[str | Path],
+    *,
+    scale: str = "cpu",
+    params: dict[str, Any] | None = None,
+    out_root: Path | None = None,
+    force: bool = False,
+    kernel: str = "python3",
+    progress: bool = True,
+    root: Path | None = None,
+) -> list[NotebookResult]:
+    """Execute notebooks at ``scale`` with extra parameters into ``out_root`` (``_build/executed/<scale>``).
+
+    Args:
+        root: the folder executed copies mirror (default the project root); a notebook outside it is
+            executed to ``out_root/<its name>``.
+
+    Raises:
+        EnsdivError: unknown scale, missing notebook, a ``scale`` among ``params``, a parameter no
+            notebook declares or outside its preset's type and range, or an unusable cache folder —
+            checked for every notebook before any runs.
+    """
+    import papermill as pm
+
+    check_scale(scale)
+    params = dict(params or {})
+    if "scale" in params:
+        raise EnsdivError(f"Set the scale with the scale argument (ensdiv run --scale {params['scale']}), "
+                          "not as a parameter.")
+    render({"scale": scale, **params})  # every name an identifier, every value plain data, before any run
+    notebooks = [_resolve(p) for p in paths]
+    for nb in notebooks:
+        declared = notebook_parameters(nb)
+        if "scale" not in declared:
+            raise EnsdivError(f"Notebook {nb.name} has no `scale` in its parameters cell; it cannot be run at a scale.")
+        unknown = sorted(set(params) - set(declared))
+        if unknown:
+            raise EnsdivError(
+                f"Notebook {nb.name} does not declare the parameter(s) {', '.join(unknown)}; "
+                f"it declares: {', '.join(sorted(declared))}."
+            )
+        check_parameters(nb, scale, params)
+    out_root = Path(out_root or build_dir() / "executed" / scale)
+    base = {"dependencies": versions(), "book_data": tree_hash(project_root() / "book" / "data"),
+            "data": data_signature()}
+    results = []
+    root = Path(root or project_root()).resolve()
+    cache_checked = False
+    for nb in notebooks:
+        rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
+        out = out_root / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        all_params = {"scale": scale, **params}
+        stamp = {"source": sha(nb.read_bytes()), "params": all_params, **base}
+        with _notebook_lock(out):
+            _remove_stale_partials(out)
+            if not force and stamp_of(out) == stamp and reads_unchanged(out) and code_unchanged(out):
+                results.append(NotebookResult(nb, out, "cached", 0.0, params=all_params))
+                if progress:
+                    print(f"  [cached] {rel}", flush=True)
+                continue
+            if not cache_checked:
+                default_store().check_writable()  # one sentence before the first run, not after it
+                cache_checked = True
+            out.with_suffix(".stamp.json").unlink(missing_ok=True)  # the separate stamp of older versions
+            if progress:
+                print(f"  [run]    {rel} (scale={scale}) ...", flush=True)
+            res = _execute(pm, nb, out, rel.as_posix(), all_params, stamp, kernel=kernel, scale=scale)
+        if progress:
+            tag = "ok" if res.status == "ok" else "FAILED"
+            print(f"  [{tag:<6}] {rel} in {res.seconds:.1f} s" + (f": {res.error}" if res.error else ""), flush=True)
+        results.append(res)
+    return results
+
+@contextlib.contextmanager
+def _environ(**values: str) -> Iterator[None]:
+    """Set environment variables for the duration of the block (the kernel inherits them), then restore them."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], stamp: dict, *, kernel: str,
+             scale: str) -> NotebookResult:
+    """Run one notebook into ``out``: papermill writes a partial copy, the claim records go to a staging folder
+    of this run and the data reads to a log of this run; when the run finishes, the records are checked and
+    promoted with the notebook in one atomic replace. An interrupt (or a signal turned into one by the
+    command) leaves the previous executed copy untouched and removes the partial copy, staging and log."""
+    t0 = time.perf_counter()
+    tmp = out.with_suffix(f".partial-{os.getpid()}.ipynb")
+    work = out.parent / f".{out.stem}.run-{os.getpid()}"
+    staging, log, trace_log, store_log = work / "claims", work / "reads.log", work / "trace.log", work / "store.log"
+    shutil.rmtree(work, ignore_errors=True)
+    staging.mkdir(parents=True)
+    # rendered pages get one line per finished unit of work instead of progress bars (ensdiv.progress),
+    # unless the caller chose otherwise
+    env = {"ENSDIV_PROGRESS": os.environ.get("ENSDIV_PROGRESS") or "lines", "ENSDIV_NOTEBOOK": rel,
+           STAGING_ENV: str(staging), reads.LOG_ENV: str(log), tracing.LOG_ENV: str(trace_log),
+           ACCESS_LOG_ENV: str(store_log),
+           reads.ROOTS_ENV: os.pathsep.join(_read_roots(params))}
+    try:
+        with _environ(**env):
+            try:
+                # the parameters are written by us as Python literals; papermill translates none of them
+                source = inject(nbformat.read(str(nb), as_version=4), params)
+                source = nbformat.from_dict(nbformat.validator.normalize(source)[1])  # cell ids: no warning
+                pm.execute_notebook(
+                    source, str(tmp), parameters=None, kernel_name=kernel, cwd=str(nb.parent),
+                    progress_bar=False, log_output=False,
+                    # a clean terminal: the kernel's "running over TCP without encryption" notice is not
+                    # the reader's business (its errors still show)
+                    extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                )
+                records = read_records(staging, scale=scale)
+                for record in records:
+                    record["notebook"] = rel  # the page it belongs to, whatever the kernel's environment said
+                finish(tmp, out, "ok", stamp, claims=records, read=reads.read_log(log), source=nb,
+                        code=tracing.read_log(trace_log), cache=reads.read_log(store_log))
+                return NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=params)
+            except Exception as exc:  # noqa: BLE001 - report every failure by name and go on
+                error = str(exc) if isinstance(exc, EnsdivError) else _error_of(exc)
+                if not tmp.exists():  # nothing executed: the copy says so; an older one must not pass for it
+                    shutil.copyfile(nb, tmp)
+                finish(tmp, out, "failed", stamp, error=error, source=nb)  # the executed copy keeps the error
+                return NotebookResult(nb, out, "failed", time.perf_counter() - t0, error, params)
+    finally:
+        tmp.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+def summary(results: list[NotebookResult]) -> str:
+    """A per-notebook timing table and the total, for the terminal."""
+    root = project_root()
+    lines = [f"{'notebook':<60} {'status':<7} {'seconds':>8}"]
+    for r in results:
+        rel = r.path.relative_to(root) if r.path.is_relative_to(root) else r.path
+        lines.append(f"{str(rel):<60} {r.status:<7} {r.seconds:>8.1f}")
+    total = sum(r.seconds for r in results)
+    failed = [r for r in results if r.status == "failed"]
+    lines.append(f"{'total':<60} {'':<7} {total:>8.1f}")
+    for r in failed:
+        lines.append(f"FAILED {r.path.name}: {r.error} (executed copy: {r.output})")
+    return "\n".join(lines)

@@ -1,0 +1,161 @@
+"""What the book knows about a page's last run, kept inside its executed copy.
+
+Each executed copy (``_build/executed/<scale>/<notebook>``) carries, in its own metadata
+(``metadata.ensdiv``), one record of its last run, written with the notebook in one atomic replace
+(:func:`finish`):
+
+- ``status`` (``ok`` or ``failed``) and ``error``;
+- ``stamp``: what it was run from: the hash of the source notebook, the parameters, the installed versions
+  of :data:`DEPENDENCIES`, the data shipped in ``book/data`` and ``$ENSDIV_DATA`` (its path and a listing
+  of its top two levels: names, sizes, times);
+- ``reads``: the data folders the run opened files in or listed (:mod:`ensdiv.reads`) and a hash of their
+  entries, so a file changed at any depth re-runs the page;
+- ``code``: every unit of package code the run executed (:mod:`ensdiv.tracing`) and a hash of each one's
+  source without docstrings and comments, so a page re-runs when code it ran changed, and only then;
+- ``claims``: the claim records the run wrote, checked and promoted only when it finished;
+- ``cache``: the store entries it loaded or saved (what ``ensdiv cache export`` bundles).
+
+A finished copy is reused when its stamp is equal and its reads and code hash as they did
+(:func:`stamp_of`, :func:`reads_unchanged`, :func:`code_unchanged`); a failed or unreadable copy never is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from ensdiv import reads, tracing
+from ensdiv.errors import EnsdivError
+from ensdiv.paths import build_dir
+from ensdiv.report import PageRun, check_record
+
+__all__ = ["DEPENDENCIES", "versions", "tree_hash", "data_signature", "meta_of", "stamp_of", "reads_unchanged",
+           "code_unchanged", "finish", "page_run", "cache_entries", "sha"]
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+#: The installed packages whose version is part of a page's stamp (a new torch or timm re-runs every page).
+DEPENDENCIES = ("torch", "torchvision", "timm", "numpy", "scipy", "pandas", "scikit-learn", "statsmodels",
+                "captum", "torchmetrics", "lightning", "torchattacks", "matplotlib", "seaborn", "papermill", "pyyaml")
+
+def versions() -> dict[str, str | None]:
+    import importlib.metadata
+
+    out = {}
+    for name in DEPENDENCIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+def tree_hash(folder: Path) -> str:
+    """Hash of every file below ``folder`` (relative paths and contents); ``""`` when it does not exist."""
+    if not folder.is_dir():
+        return ""
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(folder)).encode() + b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+def data_signature(limit: int = 5000) -> dict[str, str]:
+    """``$ENSDIV_DATA`` and a cheap listing of it: the names, sizes and modification times of its top
+    two levels (at most ``limit`` entries), so data put there, replaced or removed means a re-run."""
+    env = os.environ.get("ENSDIV_DATA", "")
+    if not env or not Path(env).is_dir():
+        return {"ENSDIV_DATA": env, "listing": ""}
+    h = hashlib.sha256()
+    count = 0
+    for entry in sorted(Path(env).iterdir()):
+        for p in [entry, *(sorted(entry.iterdir()) if entry.is_dir() else [])]:
+            with contextlib.suppress(OSError):
+                st = p.stat()
+                h.update(f"{p.relative_to(env)}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+            count += 1
+            if count >= limit:
+                break
+        if count >= limit:
+            break
+    return {"ENSDIV_DATA": env, "listing": h.hexdigest()}
+
+def meta_of(path: Path) -> dict:
+    """The ``metadata.ensdiv`` block of an executed copy (``{}``: no copy or an unreadable file)."""
+    try:
+        meta = json.loads(path.read_text()).get("metadata", {}).get("ensdiv", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+def stamp_of(path: Path) -> dict | None:
+    """The ``ok`` stamp an executed copy carries, or ``None`` (no copy, a failed run, an unreadable file)."""
+    meta = meta_of(path)
+    return meta.get("stamp") if meta.get("status") == "ok" else None
+
+def reads_unchanged(path: Path) -> bool:
+    """Whether the data folders the last run of ``path`` read still hash as they did (True when it read none)."""
+    recorded = meta_of(path).get("reads")
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("folders"), list):
+        return False
+    return reads.signature(recorded["folders"]) == recorded.get("hash")
+
+def code_unchanged(path: Path) -> bool:
+    """Whether every unit of package code the last run of ``path`` executed still hashes as it did (a copy
+    without a code record, from before code tracing or from a failed run, is never reused)."""
+    recorded = meta_of(path).get("code")
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("units"), list):
+        return False
+    units = [tuple(u) for u in recorded["units"] if isinstance(u, list | tuple) and len(u) == 2]
+    return tracing.combined(tracing.code_hashes(units)) == recorded.get("hash")
+
+def finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", claims: list | None = None,
+            read: list[str] | None = None, source: Path | None = None,
+            code: list[tuple[str, str]] | None = None, cache: list[str] | None = None) -> None:
+    """Write the run's status, error, stamp, data reads and claim records into the executed copy, then move
+    it into place atomically: the notebook, its stamp and its records are one file."""
+    nb = json.loads(tmp.read_text())
+    if source is not None:  # papermill records the notebook it was given, here the injected copy itself
+        nb.setdefault("metadata", {}).setdefault("papermill", {})["input_path"] = str(source)
+    ok = status == "ok"
+    nb.setdefault("metadata", {})["ensdiv"] = {
+        "status": status, "error": error, "stamp": stamp if ok else None, "claims": list(claims or []) if ok else [],
+        "reads": {"folders": read, "hash": reads.signature(read)} if ok and read is not None else None,
+        "code": ({"units": [list(u) for u in code], "hash": tracing.combined(tracing.code_hashes(code))}
+                 if ok and code is not None else None),
+        "cache": list(cache or []) if ok else [],  # the store entries the run loaded or saved (ensdiv cache export)
+    }
+    tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    tmp.replace(out)
+
+def page_run(executed: Path, notebook: str) -> PageRun:
+    """The state of one page as its executed copy shows it: its status and the claim records its last
+    finished run promoted (:class:`ensdiv.report.PageRun`).
+
+    Raises:
+        EnsdivError: a claim record in the copy is malformed (one sentence naming the file).
+    """
+    if not executed.exists():
+        return PageRun(notebook, "not run")
+    meta = meta_of(executed)
+    if meta.get("status") != "ok":
+        return PageRun(notebook, "failed", str(meta.get("error") or "the run did not finish"))
+    records = meta.get("claims") or []
+    if not isinstance(records, list):
+        raise EnsdivError(f"The claim records in {executed} are malformed (not a list); re-run its notebook.")
+    return PageRun(notebook, "ok", records=tuple(check_record(r, str(executed)) for r in records))
+
+def cache_entries(scale: str) -> list[str]:
+    """The store entries the finished pages of ``scale`` loaded or saved (paths below the store), from their
+    executed copies: what ``ensdiv cache export`` bundles."""
+    folder = build_dir() / "executed" / scale
+    found: set[str] = set()
+    for path in folder.rglob("*.ipynb") if folder.is_dir() else []:
+        meta = meta_of(path)
+        if meta.get("status") == "ok" and isinstance(meta.get("cache"), list):
+            found.update(str(p) for p in meta["cache"])
+    return sorted(found)
