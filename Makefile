@@ -64,6 +64,7 @@ book: setup
 
 test: setup browser
 	$(VENV)/bin/ruff check ensdiv tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check notebooks  # the book's column width (notebooks/ruff.toml)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q tests ensdiv
 
 bench: setup
@@ -71,6 +72,7 @@ bench: setup
 
 lint: setup
 	$(VENV)/bin/ruff check ensdiv tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check notebooks
 
 clean:
 	rm -rf _build

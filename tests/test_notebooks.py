@@ -21,6 +21,7 @@ def test_source_has_no_outputs_and_follows_template(path):
     cells = nb["cells"]
     code = [c for c in cells if c["cell_type"] == "code"]
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "stored with outputs"
+    assert all(c.get("id") for c in cells), "a cell without an id (nbformat warns on every read)"
     params = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(params) == 1, "needs exactly one cell tagged `parameters`"
     assert "".join(params[0]["source"]).lstrip().startswith("scale = "), "first parameter must be `scale`"

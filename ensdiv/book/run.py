@@ -19,6 +19,7 @@ import fcntl
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 
 import nbformat
 import yaml
+from nbformat.warnings import MissingIDFieldWarning
 
 from ensdiv import chapters, reads, tracing
 from ensdiv.book.parameters import inject, render
@@ -61,6 +63,17 @@ class NotebookResult:
     error: str = ""
     params: dict[str, Any] = field(default_factory=dict)
 
+def read_notebook(path: Path, *, params: dict[str, Any] | None = None) -> nbformat.NotebookNode:
+    """A notebook as a run executes it: read as nbformat 4, every cell given an id (a notebook saved by an
+    older Jupyter has none: nbformat would warn on every read, in the terminal of ``make book``), and, with
+    ``params``, the run's parameters injected as Python literals (:func:`ensdiv.book.parameters.inject`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingIDFieldWarning)
+        nb = nbformat.read(str(path), as_version=4)
+    nb = nbformat.from_dict(nbformat.validator.normalize(nb)[1])
+    return inject(nb, params) if params is not None else nb
+
+
 def notebook_parameters(path: Path) -> dict[str, Any]:
     """The parameters a notebook declares: the names assigned in its cell tagged ``parameters``.
 
@@ -72,7 +85,7 @@ def notebook_parameters(path: Path) -> dict[str, Any]:
     """
     import ast
 
-    nb = nbformat.read(str(path), as_version=4)
+    nb = read_notebook(path)
     for cell in nb.cells:
         if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
             declared: dict[str, Any] = {}
@@ -296,8 +309,7 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
         with _environ(**env):
             try:
                 # the parameters are written by us as Python literals; papermill translates none of them
-                source = inject(nbformat.read(str(nb), as_version=4), params)
-                source = nbformat.from_dict(nbformat.validator.normalize(source)[1])  # cell ids: no warning
+                source = read_notebook(nb, params=params)
                 pm.execute_notebook(
                     source, str(tmp), parameters=None, kernel_name=kernel, cwd=str(nb.parent),
                     progress_bar=False, log_output=False,
