@@ -8,6 +8,7 @@ FMNIST_DEBIAN := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 export ENSDIV_CACHE ?= $(CURDIR)/.cache/ensdiv
 PYTEST_WORKERS ?= 2
 MATHJAX := .cache/mathjax/es5/tex-mml-chtml.js
+TEST_BOOK := $(CURDIR)/_build/test-book
 
 .PHONY: setup data mathjax browser book test bench lint clean help
 
@@ -65,7 +66,10 @@ book: setup
 test: setup browser
 	$(VENV)/bin/ruff check ensdiv tests benchmarks notebooks
 	$(VENV)/bin/ruff format --check notebooks  # the book's column width (notebooks/ruff.toml)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q tests ensdiv
+	rm -rf $(TEST_BOOK)
+	ENSDIV_TEST_BOOK=$(TEST_BOOK) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q tests ensdiv
+	# every page of the smoke book those tests executed, rendered and opened in a browser (#32)
+	ENSDIV_TEST_BOOK=$(TEST_BOOK) $(PY) -m pytest -q tests/book_pages_check.py
 
 bench: setup
 	$(VENV)/bin/ensdiv bench

@@ -15,7 +15,9 @@ here::
 
 :func:`resolve_preset` merges ``common`` with the scale's block, applies explicit overrides (``None`` means
 "keep the preset"), checks every override names a known key with a value of the preset's type, checks
-every field against its range, and prints the resolved configuration.
+every field against its range, and shows the resolved configuration (:class:`PresetSummary`: on a page,
+one folded line naming the values a parameter set, the whole table under it; in a terminal, one line per
+field).
 
 **Types and ranges.** A field's type is the type of its preset value (an ``int`` field takes ints, a
 ``float`` field ints or floats, a ``bool`` field only ``True``/``False``, a list field lists whose
@@ -53,6 +55,7 @@ wrong type, is an :class:`~ensdiv.errors.InvalidInputError` whose one sentence n
 from __future__ import annotations
 
 import fnmatch
+import html
 import math
 import typing
 from collections.abc import Callable, Collection
@@ -61,8 +64,8 @@ from typing import Any
 
 from ensdiv.errors import InvalidInputError, unknown_name
 
-__all__ = ["SCALES", "Config", "resolve_preset", "check_scale", "Range", "at_least", "between", "one_of",
-           "DEFAULT_RANGES", "check_field", "MAX_DEPTH", "MAX_ELEMENTS", "plain_data_problem", "type_of",
+__all__ = ["SCALES", "Config", "PresetSummary", "resolve_preset", "check_scale", "Range", "at_least", "between",
+           "one_of", "DEFAULT_RANGES", "check_field", "MAX_DEPTH", "MAX_ELEMENTS", "plain_data_problem", "type_of",
            "field_type"]
 
 SCALES = ("smoke", "cpu", "paper")
@@ -80,6 +83,57 @@ class Config(dict):
     def __repr__(self) -> str:
         width = max((len(k) for k in self), default=0)
         return "\n".join(f"{k:<{width}} = {v!r}" for k, v in self.items())
+
+
+@dataclass(frozen=True)
+class PresetSummary:
+    """What a page runs with: the resolved preset, each value marked by where it came from.
+
+    On an executed page (``_repr_html_``) it is one folded line — the preset, the scale, and the values a
+    parameter set (those that differ from the notebook's defaults, which keep the preset) — with the
+    whole table under it; as text (``repr``) one ``field = value`` line per field, parameters marked.
+    """
+
+    name: str
+    scale: str
+    values: dict[str, Any]
+    from_parameters: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        width = max((len(k) for k in self.values), default=0)
+        lines = [f"# preset {self.name} at scale {self.scale}"]
+        lines += [f"{k:<{width}} = {v!r}" + ("  # parameter" if k in self.from_parameters else "")
+                  for k, v in self.values.items()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        def code(v: Any) -> str:
+            return f"<code>{html.escape(repr(v))}</code>"
+
+        shown = {k: v for k, v in self.values.items() if k not in ("preset", "scale")}
+        set_here = ", ".join(f"{html.escape(k)} = {code(shown[k])}" for k in self.from_parameters)
+        head = (f"Preset <code>{html.escape(self.name)}</code> at scale <b>{html.escape(self.scale)}</b>: "
+                f"{len(shown)} values, " + (f"set by parameters: {set_here}" if set_here else "all from the preset"))
+        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{code(v)}</td>"
+                       f"<td>{'parameter' if k in self.from_parameters else 'preset'}</td></tr>"
+                       for k, v in shown.items())
+        return (f'<details class="ensdiv-preset"><summary>{head}</summary><table><thead><tr><th>field</th>'
+                f"<th>value</th><th>from</th></tr></thead><tbody>{rows}</tbody></table></details>")
+
+
+def _show(obj: Any) -> None:
+    """``display`` in a notebook kernel (the rich form), ``print`` elsewhere."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # IPython is optional outside the book
+        print(repr(obj))
+        return
+    shell = get_ipython()
+    if shell is not None and getattr(shell, "kernel", None) is not None:
+        display(obj)
+    else:
+        print(repr(obj))
 
 
 def check_scale(scale: str) -> str:
@@ -382,7 +436,7 @@ def resolve_preset(
         spec: ``{"common": {...}, "smoke": {...}, "cpu": {...}, "paper": {...}}``, optionally with
             ``"ranges"`` and ``"types"`` blocks (see the module's docstring).
         scale: ``"smoke"``, ``"cpu"`` or ``"paper"``.
-        verbose: print the resolved configuration.
+        verbose: show the resolved configuration (:class:`PresetSummary`).
         **overrides: values that replace the preset's; ``None`` keeps the preset's value.
 
     Returns:
@@ -413,6 +467,7 @@ def resolve_preset(
             raise TypeError(
                 f"Preset {name!r} gives {key!r} the value {value!r} at scale {scale!r}, which does not say its "
                 f"type; declare it in the preset's \"types\" block, e.g. \"types\": {{{key!r}: {_example(value)}}}.")
+    from_parameters = []
     for key, value in overrides.items():
         if value is None:
             continue
@@ -425,9 +480,10 @@ def resolve_preset(
         if key not in cfg:
             raise unknown_name(f"parameter of preset {name!r}", key, [k for k in cfg if k not in ("preset", "scale")])
         cfg[key] = value
+        from_parameters.append(key)
     for key, value in cfg.items():
         if key not in ("preset", "scale"):
             check_field(name, key, value, defaults[key], cfg, declared, types)
     if verbose:
-        print(f"# preset {name} at scale {scale}\n{cfg!r}")
+        _show(PresetSummary(name, scale, dict(cfg), tuple(from_parameters)))
     return cfg

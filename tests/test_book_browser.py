@@ -12,13 +12,11 @@ The metrics page's teaching table is checked here too: each page it links calls 
 
 from __future__ import annotations
 
-import functools
-import http.server
 import re
 import shutil
-import threading
 from pathlib import Path
 
+import book_view
 import nbformat
 import pytest
 
@@ -99,76 +97,55 @@ def test_math_is_served_from_the_site_when_a_local_copy_exists(book):
         assert (html_dir / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
 
 
-def _known(message: str) -> bool:
-    """Console errors that are not the book's: the browser's own request for a favicon the book does not have,
-    and sphinx-thebe 0.3.1 under Sphinx 7.4 emitting its configuration script twice on every page ("Identifier
-    'THEBE_JS_URL' has already been declared"; harmless: thebe is off). Anything else fails the test."""
-    return "favicon.ico" in message or "'THEBE_JS_URL' has already been declared" in message
-
-
-def _browser():
-    """A headless Chromium driver, or a skip naming what is missing."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not chromium or not driver:
-        pytest.skip("Chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)")
-    if site.mathjax_source() is None:
-        pytest.skip("no local MathJax copy (make mathjax); offline, the CDN copy cannot render formulas")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
-
-
 def test_pages_in_a_headless_browser(book):
     html_dir, records = book
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):  # no line per request in the test output
-            pass
-
-    handler = functools.partial(Quiet, directory=str(html_dir))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    driver = _browser()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    driver = book_view.browser()
     try:
-        from selenium.webdriver.support.ui import WebDriverWait
+        with book_view.served(html_dir) as base:
+            for page in ("book/sed.html", f"{PAGE}.html", "book/claims.html"):  # index.html redirects to the first
+                book_view.open_page(driver, f"{base}/{page}")
+                widths = driver.execute_script("return [...document.images].map(i => [i.src, i.naturalWidth])")
+                assert widths or page == "book/claims.html", page  # a thumbnail, a figure
+                if page != "book/claims.html":  # the landing and notebook pages carry formulas
+                    from selenium.webdriver.support.ui import WebDriverWait
 
-        for page in ("book/sed.html", f"{PAGE}.html", "book/claims.html"):  # index.html redirects to the first
-            driver.get(f"{base}/{page}")
-            wait = WebDriverWait(driver, 20)
-            wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
-            wait.until(lambda d: d.execute_script("return [...document.images].every(i => i.complete)"))
-            widths = driver.execute_script("return [...document.images].map(i => [i.src, i.naturalWidth])")
-            assert all(w > 0 for _, w in widths), (page, widths)
-            assert widths or page == "book/claims.html", page  # a thumbnail, a figure
-            if page != "book/claims.html":  # the landing and notebook pages carry formulas
-                wait.until(lambda d: d.find_elements("css selector", "mjx-container"))
-                text = driver.find_element("css selector", "main").text
-                assert "\\(" not in text and "$" not in text, (page, text[:300])
-            else:
-                rows = driver.find_elements("css selector", "main table tbody tr")
-                assert len(rows) == len(records) + 1  # one per claim record, and the failed page
-                badges = driver.find_elements("css selector", "main table .ensdiv-badge")
-                assert len(badges) == len(records) + 1  # a coloured verdict badge on every row
-            # the reader's view (#32): nothing scrolls the page sideways, no output shows the package's file paths
-            assert driver.execute_script("const m = document.querySelector('main'); "
-                                         "return m.scrollWidth <= m.clientWidth"), page
-            outputs = " ".join(e.text for e in driver.find_elements("css selector", "div.cell_output"))
-            assert "/ensdiv/" not in outputs, (page, outputs[:300])
-            if page == f"{PAGE}.html":  # the answer first: the verdict box sits above the first code cell
-                box = driver.find_element("css selector", ".ensdiv-verdict")
-                first_code = driver.find_elements("css selector", "div.cell")[0]
-                assert box.location["y"] < first_code.location["y"]
-                assert box.text.startswith("Verdicts:") or box.text.startswith("Verdict:"), box.text
-            errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE" and not _known(e["message"])]
-            assert not errors, (page, errors)
+                    WebDriverWait(driver, 20).until(lambda d: d.find_elements("css selector", "mjx-container"))
+                    text = driver.find_element("css selector", "main").text
+                    assert "\\(" not in text and "$" not in text, (page, text[:300])
+                else:
+                    rows = driver.find_elements("css selector", "main table tbody tr")
+                    assert len(rows) == len(records) + 1  # one per claim record, and the failed page
+                    badges = driver.find_elements("css selector", "main table .ensdiv-badge")
+                    assert len(badges) == len(records) + 1  # a coloured verdict badge on every row
+                # the reader's view (#32): nothing wider than its column, no file paths, the answer first
+                problems = book_view.reader_view_problems(driver, verdict_box=page == f"{PAGE}.html")
+                assert not problems, (page, problems)
+                errors = book_view.console_errors(driver)
+                assert not errors, (page, errors)
     finally:
         driver.quit()
-        server.shutdown()
+
+
+def test_the_reader_view_check_can_fail(book, tmp_path):
+    """The check finds what it looks for: a page with a code line and a printed line wider than the column, a
+    package path in an output and no verdict box fails on each (the same page passes without them)."""
+    driver = book_view.browser()
+    html_dir, _ = book
+    long = "x" * 400
+    bad = (f'<html><head><link rel="stylesheet" href="_static/ensdiv.css"></head><body><main style="width:600px">'
+           f'<div class="cell"><div class="cell_input"><pre style="overflow-x:auto">{long}</pre></div>'
+           f'<div class="cell_output"><pre style="white-space:pre">{long}</pre>'
+           "<pre>/home/u/ensdiv/chapters/sed.py:12: Warning</pre></div></div></main></body></html>")
+    (html_dir / "bad.html").write_text(bad)
+    try:
+        with book_view.served(html_dir) as base:
+            book_view.open_page(driver, f"{base}/bad.html")
+            problems = " | ".join(book_view.reader_view_problems(driver, verdict_box=True))
+    finally:
+        driver.quit()
+        (html_dir / "bad.html").unlink()
+    assert "cell_input" in problems and "cell_output" in problems, problems
+    assert "file path" in problems and "no verdict box" in problems, problems
 
 
 def test_metrics_teaching_table_links_pages_that_use_the_metrics():

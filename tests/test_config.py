@@ -42,6 +42,24 @@ def test_override_and_none_keeps_preset(capsys):
     assert "seed         = 7" in capsys.readouterr().out
 
 
+def test_preset_summary_folds_the_table_and_names_the_parameters(capsys):
+    """#32: a page shows its preset as one folded line naming the values a parameter set (escaped), the
+    table under it; a terminal gets one line per field with the parameters marked."""
+    from ensdiv.config import PresetSummary
+
+    s = PresetSummary("demo/x", "cpu", {"preset": "demo/x", "scale": "cpu", "seed": 7, "tag": "<b>"}, ("seed",))
+    page = s._repr_html_()
+    assert page.startswith('<details class="ensdiv-preset"><summary>') and "</summary><table>" in page
+    assert "2 values, set by parameters: seed = <code>7</code>" in page
+    assert "&lt;b&gt;" in page and "<b>'" not in page  # values are escaped
+    assert page.count("<tr>") == 3 and "<td>parameter</td>" in page and "<td>preset</td>" in page
+    assert "all from the preset" in PresetSummary("demo/x", "cpu", {"seed": 0})._repr_html_()
+    assert repr(s).splitlines() == ["# preset demo/x at scale cpu", "preset = 'demo/x'", "scale  = 'cpu'",
+                                    "seed   = 7  # parameter", "tag    = '<b>'"]
+    preset(NAME, "smoke", seed=5)  # outside a kernel: printed as text
+    assert "# parameter" in capsys.readouterr().out
+
+
 def test_int_accepted_for_float_field():
     assert preset(NAME, "cpu", verbose=False, lr=1).lr == 1
 

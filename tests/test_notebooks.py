@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -51,7 +53,11 @@ def test_notebook_runs_at_smoke_scale(path, tmp_path, monkeypatch):
     """The page runs at smoke scale, and its claim records pass :func:`ensdiv.report.audit` (or the page is
     still listed in :data:`NOT_YET_AUDITED`, and then it must still fail the audit)."""
     monkeypatch.setenv("ENSDIV_BUILD", str(tmp_path / "build"))
-    (res,) = run_notebooks([path], scale="smoke", out_root=tmp_path / "executed", force=True, progress=False)
+    # `make test` keeps the executed pages ($ENSDIV_TEST_BOOK): tests/book_pages_check.py renders them as a book
+    # and opens every page in a browser, so the smoke book is checked without running a notebook twice
+    kept = os.environ.get("ENSDIV_TEST_BOOK")
+    out_root = Path(kept) / "executed" / "smoke" if kept else tmp_path / "executed"
+    (res,) = run_notebooks([path], scale="smoke", out_root=out_root, force=True, progress=False)
     assert res.status == "ok", res.error
     rel = path.relative_to(project_root()).as_posix()
     records = page_run(res.output, rel).records
