@@ -12,6 +12,12 @@ from the cold cache's model records) is set against the raw one-thread training 
 ``results/train.json``; ``--zoo-throughput CACHE`` computes it alone from an existing cache and adds it to
 ``book.json``.
 
+``--change docstring|code --target FILE:FUNCTION`` measures what a maintainer's edit costs (#34): it edits one
+function of the package — a word added to its docstring, or a statement that does nothing (``pass``) added to
+its body — times one ``ensdiv book --scale cpu`` on the current cache and build folder, restores the file, and
+records which pages re-ran next to the pages predicted to (those whose executed copy says they ran the
+function), under ``rebuild_after_docstring_edit`` or ``rebuild_after_code_change_in_one_function``.
+
 ``--warm SCALE`` times one ``ensdiv book`` with the current cache and build folder (``$ENSDIV_CACHE``,
 ``$ENSDIV_BUILD`` or the project's defaults) and stores it as that scale's warm build: run it right after a
 build that finished, with nothing changed, to measure what a second ``make book`` costs without paying for
@@ -22,6 +28,7 @@ build after a change to the zoo's recipes (``--record rebuild_after_zoo_recipe_c
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import subprocess
@@ -48,6 +55,62 @@ def build(scale: str, cache: Path, build_dir: Path) -> dict:
     timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
     return {"seconds": round(seconds, 1), "exit_code": proc.returncode, "load_avg_1min_before": round(load_before, 2),
             "load_avg_1min_after": round(os.getloadavg()[0], 2), **timings}
+
+
+#: Where ``--change`` stores its build in ``book.json``.
+CHANGE_KEYS = {"docstring": "rebuild_after_docstring_edit", "code": "rebuild_after_code_change_in_one_function"}
+
+
+def edited(source: str, function: str, how: str) -> str:
+    """``source`` with top-level ``function`` edited: ``"docstring"`` adds a sentence to its docstring (nothing a
+    page ran changes), ``"code"`` adds a ``pass`` statement after it (the function's code changes, not what it
+    does)."""
+    node = next((n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    if node is None or not (isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)):
+        raise SystemExit(f"no top-level function {function!r} with a docstring in that file")
+    lines = source.splitlines(keepends=True)
+    end = node.body[0].end_lineno - 1  # the docstring's last line
+    if how == "docstring":
+        head, _, tail = lines[end].rpartition('"""')
+        lines[end] = f'{head} (Edited by bench_book.)"""{tail}'
+    else:
+        indent = " " * node.body[0].col_offset
+        lines.insert(end + 1, f"{indent}pass  # bench_book: a change to the code that does nothing\n")
+    return "".join(lines)
+
+
+def pages_that_ran(executed: Path, file: Path, function: str) -> list[str]:
+    """The executed pages whose record says they ran ``function`` of ``file`` (:mod:`ensdiv.tracing` units)."""
+    found = []
+    for nb in sorted(executed.rglob("*.ipynb")):
+        meta = json.loads(nb.read_text()).get("metadata", {}).get("ensdiv", {})
+        units = (meta.get("code") or {}).get("units") or []
+        if any(Path(f).resolve() == file.resolve() and q == function for f, q in units):
+            found.append(nb.relative_to(executed).as_posix())
+    return found
+
+
+def rebuild_after_change(how: str, target: str) -> dict:
+    """Edit one function (:func:`edited`), time one cpu build, restore the file; which pages re-ran against
+    the pages predicted to."""
+    from ensdiv.paths import build_dir
+    from ensdiv.store import default_store
+
+    rel, _, function = target.partition(":")
+    file = ROOT / rel
+    original = file.read_text()
+    executed = build_dir() / "executed" / "cpu"
+    predicted = pages_that_ran(executed, file, function) if how == "code" else []
+    file.write_text(edited(original, function, how))
+    try:
+        row = build("cpu", Path(default_store().root), build_dir())
+    finally:
+        file.write_text(original)
+    ran = [n["notebook"].removeprefix("notebooks/") for n in row.get("notebooks", []) if n["status"] != "cached"]
+    predicted = [p.removeprefix("notebooks/") for p in predicted]
+    return {**row, "change": f"{how} of {target}", "pages_rerun": ran, "pages_predicted": predicted,
+            "rerun_as_predicted": sorted(ran) == sorted(predicted),
+            "rerun_s": round(sum(n["seconds"] for n in row.get("notebooks", [])), 1)}
 
 
 def zoo_throughput(cache: Path, scale: str = "cpu") -> dict:
@@ -90,9 +153,24 @@ def main() -> None:
     parser.add_argument("--record", default="warm", metavar="KEY",
                         help="with --warm: store that build under this key of SCALE instead of 'warm' (e.g. "
                              "rebuild_after_zoo_recipe_change, a build after a change that retrains part of the zoo)")
-    parser.add_argument("--note", default="", help="with --warm: a note stored with the build")
+    parser.add_argument("--note", default="", help="with --warm or --change: a note stored with the build")
+    parser.add_argument("--change", choices=["docstring", "code"], default=None,
+                        help="time a cpu rebuild after editing one function's docstring or code (--target)")
+    parser.add_argument("--target", default="ensdiv/metrics/diversity.py:disagreement", metavar="FILE:FUNCTION",
+                        help="with --change: the top-level function to edit")
     args = parser.parse_args()
     out = ROOT / "benchmarks" / "results" / "book.json"
+    if args.change:
+        row = rebuild_after_change(args.change, args.target)
+        if args.note:
+            row["note"] = args.note
+        key = CHANGE_KEYS[args.change]
+        payload = json.loads(out.read_text()) if out.exists() else {}
+        payload.setdefault("scales", {}).setdefault("cpu", {})[key] = row
+        out.write_text(json.dumps(payload, indent=2))
+        print(f"{key}: {row['seconds']:.1f} s, {len(row['pages_rerun'])} page(s) re-ran "
+              f"({'as predicted' if row['rerun_as_predicted'] else 'predicted: ' + ', '.join(row['pages_predicted'])})")
+        return
     if args.warm:
         from ensdiv.paths import build_dir
         from ensdiv.store import default_store
