@@ -2,11 +2,18 @@
 
 Used by the benchmarks and by the pages that compare the cost of ensembles (Packed-Ensembles Fig. 1,
 App. H). Timings on a CUDA device synchronise before the clock is read.
+
+:func:`throughput_rounds` is the timer whose ratios a verdict may rest on: every model in a fresh process of
+its own with a stated number of threads, warmed up until two consecutive timings agree, then timed in
+rounds, one model at a time, in an order that rotates from round to round, so that the k-th timings of two
+models are taken side by side (a ratio is paired by round) and no model is always first or last.
 """
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import time
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -14,7 +21,7 @@ from torch import Tensor, nn
 
 from ensdiv.errors import InvalidInputError
 
-__all__ = ["inference_throughput", "training_throughput"]
+__all__ = ["inference_throughput", "training_throughput", "throughput_rounds"]
 
 
 def _sync(device: torch.device) -> None:
@@ -86,3 +93,109 @@ def training_throughput(model: nn.Module, input_shape: tuple[int, ...], *, num_c
         step()
     _sync(device)
     return steps * batch_size / (time.perf_counter() - t0)
+
+
+def _timing_worker(conn: Any, model: nn.Module, input_shape: tuple[int, ...], opts: dict[str, Any]) -> None:
+    """One model's process: pin the threads, then answer the parent's commands — ``"warmup"`` (time until
+    two consecutive runs agree), ``"time"`` (one timed run of inference, and of training when asked) — until
+    ``None``."""
+    torch.set_num_threads(opts["threads"])
+    dtype = getattr(torch, opts["dtype"]) if opts["dtype"] else None
+    inputs = torch.randn(opts["batch_size"], *input_shape, generator=torch.Generator().manual_seed(0))
+
+    def infer() -> float:
+        return inference_throughput(model, input_shape, repeats=1, warmup=0, min_time=opts["min_time"],
+                                    inputs=inputs, device=opts["device"], dtype=dtype)
+
+    def train() -> float | None:
+        if not opts["train_steps"]:
+            return None
+        model.float()
+        return training_throughput(model, input_shape, num_classes=opts["num_classes"],
+                                   batch_size=opts["train_batch"], steps=opts["train_steps"], warmup=1,
+                                   device=opts["device"])
+
+    while (command := conn.recv()) is not None:
+        if command == "warmup":
+            runs, last = 1, infer()
+            train()
+            while runs < opts["max_warmup"]:
+                now = infer()
+                runs += 1
+                settled = abs(now - last) <= opts["settle"] * max(now, last)
+                last = now
+                if settled:
+                    break
+            conn.send(runs)
+        else:
+            conn.send((infer(), train()))
+    conn.close()
+
+
+def throughput_rounds(models: dict[str, nn.Module], input_shape: tuple[int, ...], *, rounds: int = 10,
+                      batch_size: int = 128, threads: int = 1, dtype: str | None = None,
+                      device: str = "cpu", min_time: float = 0.2, train_steps: int = 0, train_batch: int = 32,
+                      num_classes: int = 10, settle: float = 0.05, max_warmup: int = 20) -> list[dict[str, Any]]:
+    """Inference (and training) throughput of every model, each in a fresh process, in ``rounds`` rounds.
+
+    Every model is sent to a process of its own (spawned: nothing of another model's allocations or threads in
+    it) that uses ``threads`` threads (:func:`torch.set_num_threads`). The models are warmed up one after the
+    other: each times inference (and one training window) until two consecutive inference timings differ by
+    at most ``settle`` (relative), at most ``max_warmup`` runs. Then, round after round, each model is timed
+    once — one inference run of at least ``min_time`` seconds on a seeded batch of ``batch_size`` (cast to
+    ``dtype``), and with ``train_steps`` a training window of that many SGD steps at ``train_batch`` (float32)
+    — while the other processes wait, in the order of ``models`` rotated by the round number.
+
+    Args:
+        models: ``{label: model}``; the models are pickled to their processes (the caller's stay as they are).
+        dtype: ``"float32"``, ``"float16"``, ``"bfloat16"`` or None (the models' own).
+
+    Returns:
+        One row per (round, model): ``round``, ``model``, ``position`` (its place in that round),
+        ``warmup runs``, ``inference images/s`` and, with ``train_steps``, ``training images/s``.
+
+    Raises:
+        InvalidInputError: fewer than one round, model, thread or image, or an unknown dtype.
+    """
+    if rounds < 1 or threads < 1 or batch_size < 1 or not models:
+        raise InvalidInputError("throughput_rounds needs at least one model, round, thread and image per batch.")
+    if dtype not in (None, "float32", "float16", "bfloat16"):
+        raise InvalidInputError(f"Unknown timing dtype {dtype!r}; use float32, float16 or bfloat16.")
+    opts = {"threads": threads, "dtype": dtype, "device": str(device), "min_time": min_time, "batch_size": batch_size,
+            "train_steps": train_steps, "train_batch": train_batch, "num_classes": num_classes, "settle": settle,
+            "max_warmup": max_warmup}
+    ctx = mp.get_context("spawn")
+    workers: dict[str, tuple[Any, Any]] = {}
+    try:
+        for label, model in models.items():
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_timing_worker, args=(child, model, tuple(input_shape), opts), daemon=True)
+            proc.start()
+            child.close()
+            workers[label] = (proc, parent)
+        warmups = {}
+        for label, (_, conn) in workers.items():  # one at a time: a warm-up is a timing too
+            conn.send("warmup")
+            warmups[label] = conn.recv()
+        labels, rows = list(models), []
+        for rnd in range(rounds):
+            order = labels[rnd % len(labels):] + labels[:rnd % len(labels)]
+            for position, label in enumerate(order):
+                conn = workers[label][1]
+                conn.send("time")
+                inference, training = conn.recv()
+                row = {"round": rnd, "model": label, "position": position, "warmup runs": warmups[label],
+                       "inference images/s": inference}
+                if training is not None:
+                    row["training images/s"] = training
+                rows.append(row)
+        return rows
+    finally:
+        for proc, conn in workers.values():
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()

@@ -322,7 +322,11 @@ PRESETS.update({
         # smoke/cpu, the standard AutoAttack at paper; "apgd" (ours) and "mi_fgsm" also work.
         common={"second_attack": "apgd_ce", "second_steps": 10},
         smoke={"second_steps": 3},
-        paper={"second_attack": "autoattack"},
+        # App. G: "We sample 8 models among 69 models for testing the effect of Autoattack": ViT-S, CoaT-Lite
+        # Small, ResNet-101, LamHaloBotNet50, ReXNet-150, NFNet-L0, Swin-T and Twins-pcpvt (SAT table names)
+        paper={"second_attack": "autoattack",
+               "zoo": ["vit_small_patch16_224", "coat_lite_small", "resnet101", "lamhalobotnet50ts_256",
+                       "rexnet_150", "nfnet_l0", "swin_tiny_patch4_window7_224", "twins_pcpvt_base"]},
     ),
     # n_clusters: the K of the spectral clusters whose members are checked (paper: K = 10, Tab. 2)
     "attack-similarity/figG2_one_side": _zoo(smoke={"n_clusters": 2}, cpu={"n_clusters": 4},

@@ -250,9 +250,10 @@ PRESETS = {
     ),
     # throughput_repeats: timing rounds, every model once per round (at least 2: the ratios need an interval)
     "packed-ensembles/fig01_accuracy_vs_speed": {**_with_train(
-        common={"throughput_batch": 128, "throughput_repeats": 5, "dtype": "float32"},
+        common={"throughput_batch": 128, "throughput_repeats": 15, "dtype": "float32", "timing_threads": 1},
         smoke={"throughput_batch": 16, "throughput_repeats": 3},
-    ), "ranges": {"throughput_repeats": (2, None)}},
+        paper=_paper_train("cifar100/train", "resnet18"),  # the paper's Fig. 1 is on CIFAR-100
+    ), "ranges": {"throughput_repeats": (2, None), "timing_threads": (1, None)}},
     "packed-ensembles/fig06_07_alpha_gamma": _with_train(
         smoke={"alphas": [1, 2], "gammas": [1, 2], "seeds": [0]},
         cpu={"alphas": [1, 2, 3], "gammas": [1, 2, 4], "seeds": [0]},
@@ -260,9 +261,10 @@ PRESETS = {
     ),
     # timing_batch / timing_repeats: the three forms timed on one batch, every form once per round
     "packed-ensembles/fig03_equivalent_forms": {
-        "common": {"num_members": 3, "batch": 8, "seed": 0, "timing_batch": 128, "timing_repeats": 5},
+        "common": {"num_members": 3, "batch": 8, "seed": 0, "timing_batch": 128, "timing_repeats": 10,
+                   "timing_threads": 1},
         "smoke": {"timing_batch": 16, "timing_repeats": 3}, "cpu": {}, "paper": {"batch": 64},
-        "ranges": {"timing_repeats": (2, None)},
+        "ranges": {"timing_repeats": (2, None), "timing_threads": (1, None)},
     },
     "packed-ensembles/appE_ood_criteria": _with_train(
         cpu={"ood_set": "digits"}, paper=_paper_train("cifar100/train", "resnet18"),
@@ -278,14 +280,16 @@ PRESETS = {
     # CPU 16-bit kernels are emulated and slow, so cpu times float32 only; smoke runs both to test the path).
     "packed-ensembles/appH_training_speed": {
         # repeats: timing rounds, every model once per round (at least 2: the ratios need an interval)
+        # timing_threads: each model is timed in a process of its own pinned to this many threads
         "common": {"num_estimators": 4, "archs": ["small", "resnet18"], "batch": 64, "train_batch": 32,
-                   "repeats": 5, "train_steps": 2, "widths": [16, 32, 64], "dtypes": ["float32"]},
-        "smoke": {"archs": ["test"], "batch": 8, "train_batch": 8, "repeats": 3, "train_steps": 1,
+                   "repeats": 10, "train_steps": 10, "widths": [16, 32, 64], "dtypes": ["float32"],
+                   "timing_threads": 1},
+        "smoke": {"archs": ["test"], "batch": 8, "train_batch": 8, "repeats": 3, "train_steps": 2,
                   "widths": None, "dtypes": ["float32", "float16"]},
         "cpu": {},
-        "paper": {"archs": ["resnet18", "resnet50"], "batch": 256, "train_batch": 128, "repeats": 5,
-                  "train_steps": 10, "widths": None, "dtypes": ["float32", "float16"]},
-        "types": {"widths": list[int]}, "ranges": {"repeats": (2, None)},
+        "paper": {"archs": ["resnet18", "resnet50"], "batch": 256, "train_batch": 128, "repeats": 10,
+                  "train_steps": 20, "widths": None, "dtypes": ["float32", "float16"]},
+        "types": {"widths": list[int]}, "ranges": {"repeats": (2, None), "timing_threads": (1, None)},
     },
 }
 

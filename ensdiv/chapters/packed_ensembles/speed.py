@@ -22,37 +22,27 @@ TIMING_DTYPES = ("float32", "float16", "bfloat16")
 
 def speed_table(models: dict[str, nn.Module], shape: tuple[int, int, int], *, device: str, batch_size: int,
                 repeats: int, dtypes: Sequence[str] = ("float32",), train_batch: int = 0, train_steps: int = 0,
-                num_classes: int = 10) -> pd.DataFrame:
+                num_classes: int = 10, threads: int = 1) -> pd.DataFrame:
     """Inference (and optionally training) throughput of each model on ``device``: one row per (round, model,
-    dtype), ``repeats`` rounds.
+    dtype), ``repeats`` rounds, through :func:`ensdiv.models.throughput_rounds`.
 
-    Every round times every model once, one after the other (``ed.models.inference_throughput`` with one
-    timed run, and ``training_throughput``), so the k-th timings of two models are taken side by side and a
-    ratio of two models is paired by round (:func:`speed_ratio`). Every model is timed on the same seeded
-    batch; the timers move it to ``device``, cast it to the dtype and synchronise CUDA. Training is timed in
-    float32 only (``train_steps`` > 0). The rounds say how much the timings move within this process, not
-    between processes or machines.
+    Each model is timed in a fresh process of its own pinned to ``threads`` threads, warmed up until two
+    consecutive timings agree, then once per round while the others wait, the order rotating from round to
+    round; so the k-th timings of two models are taken side by side and a ratio of two models is paired by
+    round (:func:`speed_ratio`). Every model is timed on the same seeded batch, cast to the dtype; training is
+    timed in float32 only, over a window of ``train_steps`` SGD steps (``train_steps`` > 0). The rounds cover
+    the timings' spread on this machine, not between machines.
     """
     for dt in dtypes:
         if dt not in TIMING_DTYPES:
             raise unknown_name("timing dtype", dt, TIMING_DTYPES)
-    inputs = torch.randn(batch_size, *shape, generator=torch.Generator().manual_seed(0))
-    rows = []
-    for rnd in range(repeats):
-        for label, net in models.items():
-            for dt in dtypes:
-                row = {"model": label, "dtype": dt, "device": str(device), "round": rnd,
-                       "inference images/s": ed.models.inference_throughput(
-                           net, shape, batch_size=batch_size, repeats=1, inputs=inputs, device=device,
-                           dtype=getattr(torch, dt))}
-                if train_steps and dt == "float32":
-                    row["training images/s"] = ed.models.training_throughput(
-                        net.float(), shape, num_classes=num_classes, batch_size=train_batch, steps=train_steps,
-                        device=device)
-                rows.append(row)
-    for net in models.values():
-        net.float().cpu()
-    return pd.DataFrame(rows)
+    frames = []
+    for dt in dtypes:
+        rows = ed.models.throughput_rounds(
+            models, shape, rounds=repeats, batch_size=batch_size, threads=threads, dtype=dt, device=device,
+            train_steps=train_steps if dt == "float32" else 0, train_batch=train_batch, num_classes=num_classes)
+        frames.append(pd.DataFrame(rows).assign(dtype=dt, device=str(device), threads=threads))
+    return pd.concat(frames, ignore_index=True)
 
 
 def speed_summary(speeds: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,79 @@
+"""Do the speed verdicts hold from one run to the next? Packed-Ensembles Fig. 1 and App. H, five times each.
+
+Issue #31: before the timer moved to a process per model (``ed.models.throughput_rounds``), four idle runs of
+Fig. 1 gave PE/DE = 1.88, 2.31, 1.53 and 2.52, so its "at least 2x the Deep Ensemble" check passed or failed
+by chance. This script executes each page ``--runs`` times in a row at ``--scale`` (``ensdiv run --force``
+into a folder of its own, so the book's executed pages are untouched; the models come from the cache) and
+records, per run, the page's verdict and every speed ratio with its interval and check outcome. The pages
+agree when every run gives the same verdict and the same outcome on every check. Run it on an idle machine:
+``python benchmarks/bench_speed_verdicts.py [--runs 5] [--scale cpu]``; writes
+``benchmarks/results/speed_verdicts.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ("notebooks/packed-ensembles/fig01_accuracy_vs_speed.ipynb",
+         "notebooks/packed-ensembles/appH_training_speed.ipynb")
+
+
+def one_run(page: str, scale: str, out: Path) -> dict:
+    """Execute ``page`` once; its verdict, and each check's value, interval and outcome."""
+    from ensdiv.book import page_run, run_notebooks
+
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    (res,) = run_notebooks([ROOT / page], scale=scale, out_root=out, force=True, progress=False)
+    row = {"status": res.status, "seconds": round(time.perf_counter() - t0, 1), "load_avg_1min_before": round(load, 2)}
+    if res.status != "ok":
+        return {**row, "error": res.error}
+    (record,) = page_run(res.output, page).records
+    checks = {c["name"]: {"value": c.get("value"), "interval": c.get("interval"), "outcome": c["ours"],
+                          "counted": c.get("counted")} for c in record["checks"]}
+    return {**row, "verdict": record["verdict"], "checks": checks}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--scale", default="cpu")
+    parser.add_argument("--quick", action="store_true", help="two runs at smoke scale")
+    args = parser.parse_args()
+    runs, scale = (2, "smoke") if args.quick else (args.runs, args.scale)
+    pages = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["ENSDIV_BUILD"] = str(Path(tmp) / "build")
+        for page in PAGES:
+            rows = []
+            for k in range(runs):
+                rows.append(one_run(page, scale, Path(tmp) / f"run{k}"))
+                print(f"{Path(page).stem} run {k + 1}/{runs}: {rows[-1].get('verdict', rows[-1]['status'])} "
+                      f"in {rows[-1]['seconds']} s", flush=True)
+            ok = [r for r in rows if r["status"] == "ok"]
+            outcomes = {tuple(sorted((n, c["outcome"]) for n, c in r["checks"].items())) for r in ok}
+            pages[Path(page).stem] = {
+                "runs": rows,
+                "verdicts": [r.get("verdict") for r in rows],
+                "agree": len(ok) == runs and len({r["verdict"] for r in ok}) == 1 and len(outcomes) == 1,
+                "values": {n: [r["checks"][n]["value"] for r in ok] for n in (ok[0]["checks"] if ok else {})},
+            }
+    write("speed_verdicts", {
+        "description": "Packed-Ensembles Fig. 1 and App. H executed several times in a row: the verdict and every "
+                       "speed check per run (each model timed in a process of its own, ed.models.throughput_rounds)",
+        "scale": scale, "runs": runs, "pages": pages,
+        "verdict": "agree" if all(p["agree"] for p in pages.values()) else "DISAGREE",
+    })
+
+
+if __name__ == "__main__":
+    main()
