@@ -45,6 +45,20 @@ def test_a2d_gradient_flows_through_both_members():
     assert logits.grad[0].abs().sum() > 0 and logits.grad[1].abs().sum() > 0
 
 
+def test_a2d_vectorised_gradients_match_a_loop_over_pairs():
+    """One gather for all pairs gives the gradient a Python loop over the pairs gives (M = 6, all pairs)."""
+    logits = torch.randn(6, 5, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    a, b = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    losses.a2d_pairs(a.softmax(-1), pairs="all").sum().backward()
+    probs, terms = b.softmax(-1), []
+    for i, j in itertools.combinations(range(6), 2):
+        p_i, yhat = probs[i].max(-1)
+        p_j = probs[j].gather(-1, yhat[:, None])[:, 0]
+        terms.append(-torch.log(p_i * (1 - p_j) + (1 - p_i) * p_j + 1e-9))
+    torch.stack(terms).mean(0).sum().backward()
+    torch.testing.assert_close(a.grad, b.grad)
+
+
 def test_a2d_bad_inputs():
     with pytest.raises(InvalidInputError):
         losses.a2d_pairs(torch.rand(1, 3, 2))  # one member

@@ -256,7 +256,8 @@ def a2d_pairs(probs: Tensor, *, pairs: str = "all", generator: torch.Generator |
     inside the log). Argmax convention: ŷ comes from the first member of the pair; the gradient flows
     through both members' probabilities (the argmax index itself is not differentiated), as in the
     reference code. Pairings: ``all`` — every i < j (Eq. 3, cost O(M²)); ``one_vs_rest`` — the reference
-    code's: one random member r, and ŷ taken from each other member i against r (cost O(M)).
+    code's: one random member r, and ŷ taken from each other member i against r (cost O(M)). All pairs are
+    computed in one tensor operation (no Python loop over pairs), from an (M, B, M) gather.
 
     Args:
         probs: member probabilities (M, B, C), M >= 2.
@@ -273,12 +274,15 @@ def a2d_pairs(probs: Tensor, *, pairs: str = "all", generator: torch.Generator |
     """
     if probs.dim() != 3 or probs.shape[0] < 2:
         raise InvalidInputError(f"A2D needs member probabilities (M >= 2, B, C), got {tuple(probs.shape)}.")
-    terms = []
-    for i, j in _pairs(probs.shape[0], pairs, generator):
-        p_i, yhat = probs[i].max(-1)
-        p_j = probs[j].gather(-1, yhat[:, None])[:, 0]
-        terms.append(-torch.log(p_i * (1 - p_j) + (1 - p_i) * p_j + _A2D_EPS))
-    return torch.stack(terms).mean(0)
+    m, b, _ = probs.shape
+    ij = torch.tensor(_pairs(m, pairs, generator), device=probs.device)  # (P, 2)
+    i, j = ij[:, 0], ij[:, 1]
+    top, yhat = probs.max(-1)  # (M, B): each member's top probability and class
+    # at[k, n, l] = p^k_{ŷ_l(x_n)}: every member's probability of every member's top class, (M, B, M) —
+    # one gather for all pairs, never a (pairs, B, C) copy of the probabilities
+    at = probs.gather(-1, yhat.T.unsqueeze(0).expand(m, b, m))
+    p_i, p_j = top[i], at[j, :, i]  # (P, B)
+    return (-torch.log(p_i * (1 - p_j) + (1 - p_i) * p_j + _A2D_EPS)).mean(0)
 
 
 def sed_weights(logits: Tensor, target: Tensor) -> Tensor:
