@@ -135,3 +135,20 @@ def test_detection_and_bootstrap_helpers_of_the_claims():
     missing = ch.bootstrap(cfg, {"a": np.ones(1)})["a"]  # fewer than two samples: not computable, still an estimate
     assert isinstance(missing, ed.report.Estimate) and math.isnan(missing.value) and missing.interval() is None
     assert ch.preset("tab01_unique", "smoke", verbose=False).n_resamples == 200
+
+
+def test_timing_heads_are_the_heads_sed_trains_and_bad_names_are_refused():
+    """The cost page's ``block`` head is a TokenMLPHead of the stated width (the MLP branch, norms, classifier);
+    every timed loss runs one step on it; an unknown head or loss is one sentence."""
+    from ensdiv.errors import UnknownNameError
+    from ensdiv.models.stack import TokenMLPHead
+
+    head = ch.timing_head("block", 48, 10, 96)
+    assert isinstance(head, TokenMLPHead) and head.mlp.fc1.out_features == 96 and head.head.out_features == 10
+    assert head(torch.randn(3, 48)).shape == (3, 10)
+    for loss in ch.TIMED_LOSSES:
+        assert ch.time_steps(3, loss, head="block", steps=1, repeats=1) > 0
+    with pytest.raises(UnknownNameError, match="timing head"):
+        ch.timing_head("conv", 48, 10, 96)
+    with pytest.raises(UnknownNameError, match="timed loss"):
+        ch.time_steps(3, "gncl")

@@ -21,7 +21,6 @@ import copy
 import json
 import math
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,17 +34,18 @@ import ensdiv as ed
 from ensdiv import metrics as mt
 from ensdiv.chapters import zoo
 from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters.sed.cost import TIMED_LOSSES, fit_exponent, time_steps, timing_head
 from ensdiv.errors import unknown_name
-from ensdiv.models.stack import HeadStack, cut_features, vit_block_head
+from ensdiv.models.stack import cut_features, vit_block_head
 from ensdiv.paths import project_root
 from ensdiv.train.stream import stream_backbone, stream_features
 
 __all__ = [
     "SLUG", "METHODS", "METHOD_LABELS", "PRESETS", "preset", "backbone_recipe", "method_recipes", "set_features",
     "ensemble_logits", "soup_logits", "single_logits", "natural_hard", "evaluate", "detection", "summary",
-    "released_tables", "RELEASED_MODELS", "time_steps", "fit_exponent", "DIVERSE_HPS", "PAPER_TABLE1",
-    "PAPER_TABLE2", "PAPER_TABLE3", "MEMBER_MARGIN", "ood_score", "pooled", "auroc_of", "member_accuracy",
-    "committee_correct", "missing_estimate", "bootstrap",
+    "released_tables", "RELEASED_MODELS", "time_steps", "fit_exponent", "timing_head", "TIMED_LOSSES",
+    "DIVERSE_HPS", "PAPER_TABLE1", "PAPER_TABLE2", "PAPER_TABLE3", "MEMBER_MARGIN", "ood_score", "pooled",
+    "auroc_of", "member_accuracy", "committee_correct", "missing_estimate", "bootstrap",
 ]
 
 SLUG = "sed"
@@ -143,9 +143,12 @@ PRESETS = {
     "sed/fig03_lambda_sweep": _scaled(common={"lams": [0.0, 0.01, 0.1, 1.0, 5.0, 20.0]},
                                       smoke={"lams": [0.0, 0.1, 5.0]}),
     "sed/fig04_ensemble_size": _scaled(common={"sizes": [2, 3, 5, 10, 20]}, smoke={"sizes": [2, 3]}),
-    "sed/cost_step_time": _scaled(common={"sizes": [2, 5, 10, 20, 50], "steps": 30, "repeats": 3, "dim": 48,
-                                          "classes": 10, "bench_batch": 64},
-                                  smoke={"sizes": [2, 5], "steps": 3, "repeats": 1}),
+    # the heads SED trains (cut "block": the last block's MLP branch + norms + classifier) at the width of the
+    # scale's backbone: the cpu ViT (48, MLP 96, 10 classes), DeiT3-B at paper (768, MLP 3072, 1000 classes)
+    "sed/cost_step_time": _scaled(common={"sizes": [2, 5, 10, 20, 50], "steps": 30, "repeats": 3, "head": "block",
+                                          "dim": 48, "hidden": 96, "classes": 10, "bench_batch": 64},
+                                  smoke={"sizes": [2, 5], "steps": 3, "repeats": 1},
+                                  paper={"dim": 768, "hidden": 3072, "classes": 1000}),
 }
 
 
@@ -465,32 +468,3 @@ def released_tables() -> pd.DataFrame:
 
 
 # ---- cost --------------------------------------------------------------------------------------------------
-def time_steps(members: int, loss: str, *, dim: int = 48, classes: int = 10, batch: int = 64, steps: int = 30,
-               repeats: int = 3, subset: int = 2, pairs: str = "all", lam: float = 1.0, seed: int = 0) -> float:
-    """Median seconds per training step (forward, loss, backward, AdamW step) of ``members`` linear heads on
-    random features: ``sed`` (|I| = ``subset``) or ``naive_a2d`` with ``pairs`` ``all`` / ``one_vs_rest``."""
-    torch.manual_seed(seed)
-    heads = [nn.Linear(dim, classes) for _ in range(members)]
-    paired = loss == "naive_a2d"
-    fn = ed.losses.ensemble_loss(loss)
-    opts = {"pairs": pairs} if paired else {}
-    stack = HeadStack(heads, loss_fn=lambda lg, y: fn(lg, y, lam=lam, **opts), subset=0 if paired else subset,
-                      paired_ood=paired)
-    opt = torch.optim.AdamW(stack.parameters(), lr=1e-3)
-    x = torch.randn(batch, 2 * dim if paired else dim)
-    y = torch.randint(0, classes, (batch,))
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            opt.zero_grad(set_to_none=True)
-            stack.training_loss(x, y).backward()
-            opt.step()
-        times.append((time.perf_counter() - t0) / steps)
-    return float(np.median(times))
-
-
-def fit_exponent(sizes: Sequence[int], seconds: Sequence[float]) -> float:
-    """Slope of log(seconds) against log(M): the exponent k of time ∝ M^k."""
-    x, y = np.log(np.asarray(sizes, float)), np.log(np.asarray(seconds, float))
-    return float(np.polyfit(x, y, 1)[0]) if len(x) > 1 and np.isfinite(y).all() else math.nan
