@@ -180,6 +180,32 @@ def test_arch_class_and_training_approach():
     zoo = ch.zoo_recipes("cpu", ["dd/dino_resnet1", "dd/MNASNET_1", "framework/deit-distill-hard"])
     assert [ch.training_approach(r) for r in zoo.values()] == ["Self-sup.", "Superv.", "K. distill."]
 
+    class Timm:  # a paper-scale model carries its timm name
+        def __init__(self, name):
+            self.ensdiv_name = name
+
+    # DeiT's own weights are supervised; only its distilled model is knowledge distillation (#29)
+    assert [ch.training_approach(Timm(n)) for n in ("deit_base_patch16_224.fb_in1k",
+                                                    "deit_base_distilled_patch16_224.fb_in1k",
+                                                    "vit_small_patch16_224.dino")] == \
+        ["Superv.", "K. distill.", "Self-sup."]
+    assert "deit_base_distilled_patch16_224.fb_in1k" in ch.PRESETS["design-diversity/tab01_architecture_resiliency"][
+        "paper"]["zoo"]
+
+
+def test_paper_zoo_stands_for_every_model_of_table_i():
+    """Table i / Fig. A at paper scale read the row of the model each timm model stands for (#29: the checks were
+    all NaN when the timm names met Table i's ids)."""
+    assert sorted(ch.PAPER_ZOO_STANDS_FOR.values()) == sorted(ch.PAPER_TABLE_I) == sorted(ch.PAPER_FIG_A)
+    assert ch.PAPER_ZOO == list(ch.PAPER_ZOO_STANDS_FOR)
+
+    class Timm:
+        ensdiv_name = "resnet50.tv_in1k"
+
+    assert ch.table_i_id(Timm()) == "bootstrapNAS-B_1"
+    (recipe,) = ch.zoo_recipes("cpu", ["dd/MNASNET_1"]).values()
+    assert ch.table_i_id(recipe) == recipe.name
+
 
 def test_presets_cover_every_scale_and_the_cpu_zoo_has_14_models():
     for stem in ch.PRESETS:

@@ -51,7 +51,8 @@ def attributions(
         x: inputs, shape (N, C, H, W).
         target: class to explain per input, shape (N,) (e.g. the labels or the ensemble's prediction).
         method: ``"saliency"`` or ``"integrated_gradients"``.
-        n_steps: integration steps of integrated gradients (the paper's Fig. 9 uses 1, 2, 10, 50).
+        n_steps: integration steps of integrated gradients (the paper's Fig. 9 uses 1, 2, 10, 50), with
+            captum's default rule, Gauss–Legendre (the paper does not name its rule).
         abs: take absolute values (default: True for saliency, False for integrated gradients).
         batch_size: process inputs in chunks of this size (memory); default all at once.
         validate_args: check the inputs (``False`` skips every check).

@@ -30,6 +30,14 @@ from torch import nn
 
 import ensdiv as ed
 from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters.design_diversity.paper import (
+    PAPER_FIG_A,
+    PAPER_TABLE1,
+    PAPER_TABLE1_ZOO,
+    PAPER_TABLE_I,
+    PAPER_ZOO,
+    PAPER_ZOO_STANDS_FOR,
+)
 from ensdiv.chapters.zoo import zoo_recipes
 from ensdiv.data.fashion import data_home
 from ensdiv.errors import unknown_name
@@ -45,7 +53,8 @@ __all__ = [
     "chapter_models", "model_name", "model_params", "subset_index", "eval_set", "chapter_logits", "chapter_labels",
     "chapter_attributions", "accuracy_table", "diversity_sweep", "minmax", "arch_class", "training_approach",
     "adjusted_r2", "recipe_settings", "zoo_recipes", "eval_set_key", "member_module", "member_cache_config",
-    "SMOKE_ZOO", "PAPER_ZOO", "nan_estimate", "member_estimates", "pearson", "correct", "ensemble_correct",
+    "SMOKE_ZOO", "PAPER_ZOO", "PAPER_ZOO_STANDS_FOR", "table_i_id", "nan_estimate", "member_estimates", "pearson",
+    "correct", "ensemble_correct",
 ]  # fmt: skip
 
 SET_KEYS = ("clean", "v2", "plasma", "checkerboard", "waterdrop", "lines")
@@ -55,53 +64,6 @@ _CBAR = {"plasma": ("plasma_noise", 4.0), "checkerboard": ("checkerboard_cutout"
          "waterdrop": ("water_drop", 7.0), "lines": ("lines", 1.6)}  # fmt: skip
 CPU_SETS = {"clean": "fmnist/test", "v2": "fmnist-v2",
             **{k: f"fmnist-cbar/{c}/{t:.1f}" for k, (c, t) in _CBAR.items()}}  # fmt: skip
-
-# ---- the paper's numbers ------------------------------------------------------------------------------
-#: Table 1 of the paper (ImageNet and ImageNet-C̄ Lines 1.6; accuracies in %).
-PAPER_TABLE1 = pd.DataFrame(
-    [
-        ("Self-sup.", "CNN", "DINO ResNet50", 25.6, 75.30, 92.61, 21.80, 40.66),
-        ("Superv.", "CNN", "ResNet50", 25.6, 75.85, 92.88, 34.95, 55.88),
-        ("Superv.", "CNN", "ResNext50_32_4d", 25.0, 77.49, 93.57, 39.46, 60.61),
-        ("Superv.", "CNN", "ResNet152", 60.2, 78.25, 93.96, 40.17, 62.09),
-        ("Superv.", "NAS", "EfficientNet_b7", 66.3, 74.82, 92.13, 51.11, 73.81),
-        ("Superv.", "CNN", "ResNext101_64x4d", 83.4, 82.90, 96.22, 51.89, 72.46),
-        ("Superv.", "ViT", "Swin tiny", 28.3, 81.34, 95.612, 55.29, 78.45),
-        ("Self-sup.", "ViT", "DINO ViT_b.8", 87.3, 80.06, 95.02, 55.75, 78.37),
-        ("Superv.", "ViT", "Swin base", 87.8, 83.30, 96.46, 58.71, 81.05),
-        ("Superv.", "ViT", "ViT base p16", 86.6, 80.88, 95.28, 61.28, 82.26),
-        ("K. distill.", "ViT", "DeiT-base", 87.3, 83.34, 96.50, 64.07, 84.66),
-        ("Self-sup.", "ViT", "SwinV2", 87.9, 83.34, 96.44, 59.976, 81.70),
-    ],
-    columns=["training", "arch class", "model", "params (M)", "clean top-1", "clean top-5", "lines top-1",
-             "lines top-5"],
-)  # fmt: skip
-#: Figure A of the paper: ImageNet val top-1 (%) of the 14 models of Table i.
-PAPER_FIG_A = {
-    "ResNext50_32_2": 75.198, "ResNext50_32_4l": 75.072, "ResNext50_16_4": 75.432, "MNASNET_1": 54.408,
-    "MNASNET_1p": 54.0, "Squeezenet_512": 41.918, "Squeezenet": 56.558, "bootstrapNAS-B_0": 76.342,
-    "bootstrapNAS-B_1": 76.282, "deit_tiny_p16_224": 71.654, "dino_deit_tiny1": 67.932, "dino_deit_tiny2": 67.52,
-    "dino_resnet1": 67.236, "dino_resnet2": 67.216,
-}  # fmt: skip
-_PROBE = "300 + 100 probe"
-_SGD01 = "SGD lr 0.1 wd 1e-4 m 0.9"
-#: Table i of the paper, abridged: architecture, optimiser and its parameters, scheduler, epochs, batch.
-PAPER_TABLE_I = {
-    "ResNext50_32_2": ("ResNeXt50 c32, width 2, [3,4,6,3], dropout 0.2", _SGD01, "step 0.1/30", "100", 32),
-    "ResNext50_32_4l": ("ResNeXt50 c32, width 4, [2,2,3,2], dropout 0.2", _SGD01, "step 0.1/30", "100", 32),
-    "ResNext50_16_4": ("ResNeXt50 c16, width 4, [3,4,6,3], dropout 0.2", _SGD01, "step 0.1/30", "100", 32),
-    "MNASNET_1": ("MNASNet ratio 1, dropout 0.2", _SGD01, "step 0.1/30", "100", 32),
-    "MNASNET_1p": ("MNASNet ratio 1, dropout 0.2", "RMSprop lr 0.256 decay 0.9 m 0.9", "step 0.97/2.4", "100", 32),
-    "Squeezenet_512": ("SqueezeNet 1.1", "SGD lr 0.01 wd 2e-4 m 0.9", "step 0.1/30", "100", 512),
-    "Squeezenet": ("SqueezeNet 1.1", "SGD lr 0.01 wd 2e-4 m 0.9", "step 0.1/30", "100", 128),
-    "bootstrapNAS-B_0": ("ResNet50 sub-network of a BootstrapNAS super-network", "SGD (Listing 1)", "-", "-", None),
-    "bootstrapNAS-B_1": ("ResNet50 sub-network of a BootstrapNAS super-network", "SGD (Listing 1)", "-", "-", None),
-    "deit_tiny_p16_224": ("DeiT tiny, patch 16, dim 192", "AdamW lr 5e-4", "cosine", "300", 256),
-    "dino_deit_tiny1": ("DINO DeiT tiny, seed 0", "AdamW lr 5e-4", "cosine", _PROBE, 256),
-    "dino_deit_tiny2": ("DINO DeiT tiny, seed 7", "AdamW lr 5e-4", "cosine", _PROBE, 256),
-    "dino_resnet1": ("DINO ResNet50, backbone seed 7, probe seed 5", "SGD lr 0.03 wd 1e-4", "-", _PROBE, 256),
-    "dino_resnet2": ("DINO ResNet50, backbone seed 7, probe seed 15", "SGD lr 0.03 wd 1e-4", "-", _PROBE, 256),
-}  # fmt: skip
 
 # ---- architecture classes and training approaches (Table 1's first two columns) --------------------------
 _ARCH_CLASS = {
@@ -130,7 +92,7 @@ def training_approach(member: Any) -> str:
     name = model_name(member)
     if "dino" in name or "_ssl" in name or "swsl" in name:
         return "Self-sup."
-    return "K. distill." if "distilled" in name or name.startswith("deit_") else "Superv."
+    return "K. distill." if "distilled" in name else "Superv."  # DeiT's own weights are supervised
 
 
 # ---- models ------------------------------------------------------------------------------------------------
@@ -148,6 +110,13 @@ def chapter_models(cfg: Any, keys: Sequence[str] | None = None) -> list:
 
 def model_name(member: Any) -> str:
     return member.name if isinstance(member, ed.Recipe) else str(getattr(member, "ensdiv_name", type(member).__name__))
+
+
+def table_i_id(member: Any) -> str:
+    """The id of Table i / Fig. A a member stands for: a zoo recipe's name, or the paper's model a paper-scale
+    timm model stands for (:data:`PAPER_ZOO_STANDS_FOR`; its own name when it stands for none)."""
+    name = model_name(member)
+    return PAPER_ZOO_STANDS_FOR.get(name, name)
 
 
 def member_module(member: Any) -> nn.Module:
@@ -416,24 +385,6 @@ def ensemble_correct(logits: torch.Tensor, labels: torch.Tensor, combos: Any = N
 # ---- presets ------------------------------------------------------------------------------------------------
 #: smoke scale: the zoo entries standing for Table i's models (the smoke zoo has no ``dd/*`` entries)
 SMOKE_ZOO = ["arch/small_cnn", "arch/mlp", "arch/resnet", "arch/vit", "arch/squeezenet"]
-#: paper scale, Fig. 5-7 and Table i: 14 pretrained timm models standing for Table i's (our choice: timm has
-#: no weights of the paper's own trainings; SqueezeNet and DINO-DeiT-tiny have none in timm at all).
-PAPER_ZOO = [
-    "resnext50_32x4d.a1h_in1k", "resnext50_32x4d.ra_in1k", "resnext50_32x4d.gluon_in1k",  # ResNext50_*
-    "mnasnet_100.rmsp_in1k", "semnasnet_100.rmsp_in1k",  # MNASNET_1, MNASNET_1p
-    "mnasnet_small.lamb_in1k", "semnasnet_075.rmsp_in1k",  # for the two SqueezeNets (small nets)
-    "resnet50.a1_in1k", "resnet50.tv_in1k",  # for bootstrapNAS-B_0/1 (ResNet50s)
-    "deit_tiny_patch16_224.fb_in1k", "deit_tiny_distilled_patch16_224.fb_in1k",  # DeiT tiny
-    "resmlp_12_224.fb_dino",  # a DINO-trained model with a classifier (for dino_deit_tiny*)
-    "resnext50_32x4d.fb_ssl_yfcc100m_ft_in1k", "resnext50_32x4d.fb_swsl_ig1b_ft_in1k",  # for dino_resnet1/2
-]  # fmt: skip
-#: paper scale, Table 1: the paper's models by their timm names (DINO ViT-B/8 and DINO ResNet50 have no
-#: classifier in timm and are left out; EfficientNet-B7 is the TF port).
-PAPER_TABLE1_ZOO = [
-    "resnet50.tv_in1k", "resnext50_32x4d.tv_in1k", "resnet152.tv_in1k", "tf_efficientnet_b7.ra_in1k",
-    "resnext101_64x4d.tv_in1k", "swin_tiny_patch4_window7_224.ms_in1k", "swin_base_patch4_window7_224.ms_in1k",
-    "vit_base_patch16_224.augreg_in1k", "deit_base_patch16_224.fb_in1k", "swinv2_base_window8_256.ms_in1k",
-]  # fmt: skip
 _COMMON = {"seed": 0, "eval_images": 0, "attr_images": 0, "attr_abs": True, "attr_batch": 250, "ensemble_size": 3,
            "ci": 0.90, "n_resamples": 1000}  # fmt: skip
 
