@@ -74,7 +74,7 @@ def test_covariance_ranking_hand_made_case():
     a1 = torch.tensor([1.0, -1, -1, 1, 1, -1, -1, 1], dtype=torch.float64)  # orthogonal to the centred ramp
     a = torch.stack([t, a1 * 5, torch.ones(8, dtype=torch.float64)], 1)
     b = torch.stack([t, t + torch.tensor([1.0, -1, 1, -1, 1, -1, 1, -1], dtype=torch.float64)], 1)
-    order = probe.rank_dimensions(a, b).tolist()
+    order = probe.rank_dimensions(a, b, by="covariance").tolist()
     assert order[0] == 1  # a1: zero correlation with B, the most diverse
     assert order[-1] == 2  # the constant dimension carries nothing: last
     # hand computation of the other scores: mean squared correlation with the other model's live dimensions
@@ -84,6 +84,9 @@ def test_covariance_ranking_hand_made_case():
     score_b1 = (c[4, 0] ** 2 + c[4, 1] ** 2) / 2  # over A's two live dimensions
     assert (order.index(0) < order.index(4)) == bool(score_a0 < score_b1)
     assert probe.rank_dimensions(a, b, by="variance").tolist()[0] == 1  # 5 * a1 has the largest variance
+    # the default is the paper's literal "highest to lowest covariance" of each dimension: its variance (#28)
+    variances = z.var(0)
+    assert probe.rank_dimensions(a, b).tolist() == sorted(range(5), key=lambda i: (-float(variances[i]), i))
 
 
 def test_rank_and_subsample_bad_inputs():

@@ -255,20 +255,21 @@ def linear_probe(train_x: Any, train_y: Any, val_x: Any, val_y: Any, *, l2_grid:
     return ProbeResult(best[2][0], best[2][1], best[1], grid, torch.tensor(accs, dtype=torch.float64))
 
 
-def rank_dimensions(feats_a: Any, feats_b: Any, *, by: str = "covariance") -> torch.Tensor:
+def rank_dimensions(feats_a: Any, feats_b: Any, *, by: str = "variance") -> torch.Tensor:
     """Order the dimensions of the concatenation ``[feats_a, feats_b]``, most diverse first (Fig. 6 right).
 
     The paper computes "the covariance of each dimension of embeddings from both models", ranks
     "highest to lowest covariance" and selects "from most diverse to least diverse". Two readings:
 
-    * ``"covariance"`` (our headline): a dimension is diverse when it covaries little with the *other*
-      model's features. Its score is the mean squared correlation with every dimension of the other
-      model (correlations, i.e. covariances of standardised columns, so that a dimension's scale does
-      not decide its rank); lowest score first. Summed over one model's dimensions the scores give
-      ||C_ab||²_F, the numerator of linear CKA on standardised features. A constant dimension carries
-      nothing: it goes last.
-    * ``"variance"`` (the check): the diagonal of the covariance matrix, i.e. each dimension's own
-      variance; highest first.
+    * ``"variance"`` (the literal reading, Fig. 6's headline): "the covariance of each dimension" of the
+      concatenated embeddings is the diagonal of their covariance matrix, each dimension's own variance,
+      ranked "highest to lowest"; highest first.
+    * ``"covariance"`` (a labelled variant, our own notion of diversity): a dimension is diverse when it
+      covaries little with the *other* model's features. Its score is the mean squared correlation with
+      every dimension of the other model (correlations, i.e. covariances of standardised columns, so that
+      a dimension's scale does not decide its rank); lowest score first — the reverse of the paper's
+      stated order. Summed over one model's dimensions the scores give ||C_ab||²_F, the numerator of
+      linear CKA on standardised features. A constant dimension carries nothing: it goes last.
 
     Args:
         feats_a: normalised features of model A on the probe's training split, shape (N, Da).
@@ -285,7 +286,9 @@ def rank_dimensions(feats_a: Any, feats_b: Any, *, by: str = "covariance") -> to
     Example:
         >>> a = torch.tensor([[1.0, 0.0], [2.0, 1.0], [3.0, 1.0], [4.0, 0.0]])  # a0 = b0, a1 uncorrelated
         >>> b = torch.tensor([[1.0], [2.0], [3.0], [4.0]])
-        >>> rank_dimensions(a, b).tolist()  # scores: a1 0, b0 (1 + 0) / 2, a0 1
+        >>> rank_dimensions(a, b).tolist()  # variances: a0 5/3, a1 1/3, b0 5/3 (ties keep order)
+        [0, 2, 1]
+        >>> rank_dimensions(a, b, by="covariance").tolist()  # scores: a1 0, b0 (1 + 0) / 2, a0 1
         [1, 2, 0]
     """
     a, b = _features(feats_a, "feats_a"), _features(feats_b, "feats_b")
