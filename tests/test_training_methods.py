@@ -311,3 +311,26 @@ def test_paper_error_consistency_is_derived_from_table_1():
     a, b, ei = 0.765, 0.7567, 0.1687
     c_exp = a * b + (1 - a) * (1 - b)
     assert row["error_consistency"] == pytest.approx((1 - ei - c_exp) / (1 - c_exp))
+
+
+def test_fig7_keeps_no_model_that_learnt_a_downstream_class():
+    """#28 leakage test: the glyph source renders the ten digits, the downstream task is scikit-learn's digits, so a
+    glyph- or digit-pretrained model is excluded from Fig. 7 with the classes it learnt; every model Fig. 7 keeps
+    at smoke and cpu shares no class with the downstream task."""
+    import ensdiv as ed
+    from ensdiv.chapters.zoo import zoo_recipes
+
+    for scale in ("smoke", "cpu"):
+        cfg = ch.preset("fig07_downstream_transfer", scale, verbose=False)
+        down = ed.get_dataset(cfg.downstream_set)
+        recipes = zoo_recipes(scale)
+        for key in cfg.down_models:
+            learnt = {c for s in ch.training_sets(recipes[key]) for c in ed.get_dataset(s).classes}
+            assert not learnt & set(down.classes), (scale, key)
+    cpu = zoo_recipes("cpu")
+    digits = ed.get_dataset("pretrain/digits")
+    assert ch.training_sets(cpu["dataset/resnet-glyphs"]) == ["fmnist/train", "pretrain/glyphs"]
+    assert ch.leaked_classes(cpu["dataset/resnet-glyphs"], digits) == [str(d) for d in range(10)]
+    assert ch.leaked_classes(cpu["dataset/resnet-shapes"], digits) == []
+    # a distilled model learnt from its teacher's sets too
+    assert ch.training_sets(cpu["framework/resnet-distill"]) == ["fmnist/train"]

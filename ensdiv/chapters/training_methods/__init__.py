@@ -33,8 +33,11 @@ from ensdiv.chapters.training_methods.analysis import (
     fig05_lists,
     greedy_with_low,
     high_low_lists,
+    leaked_classes,
     pair_angles,
     probe_features,
+    training_sets,
+    transfer_candidates,
 )
 from ensdiv.chapters.training_methods.estimates import (
     CATEGORY_COLUMNS,
@@ -101,6 +104,7 @@ __all__ = [
     "analysis_population", "model_table", "paper_model_table", "category_means", "category_trend",
     "paper_category_values", "representative", "pair_angles", "class_specialization", "greedy_with_low",
     "check_aligned", "probe_features", "concat_curve", "features_needed", "downstream_splits", "downstream_probes",
+    "training_sets", "leaked_classes", "transfer_candidates",
     "fig05_lists", "high_low_lists", "setup", "population", "calibrated_probs", "GROUPS", "load_paper_outputs",
     "NAN", "CATEGORY_COLUMNS", "DIVERSE_CATEGORIES", "pair_correct", "ensemble_correct", "category_estimates",
     "highest_of", "mean_of", "model_correlation", "category_correlation", "angle_gap_estimates", "class_spread",
@@ -142,7 +146,9 @@ def _merge(*specs: dict) -> dict:
     return out
 
 
-_DOWN_MODELS = [BASE, "arch/vit", "framework/resnet-simclr", "dataset/resnet-glyphs", "dataset/resnet-shapes"]
+# Fig. 7: one model per category; none has learnt a class of the downstream digits (the glyph source renders
+# them, analysis.transfer_candidates would exclude it)
+_DOWN_MODELS = [BASE, "arch/vit", "framework/resnet-simclr", "reinit/resnet-s1", "dataset/resnet-shapes"]
 PRESETS: dict = {
     f"{SLUG}/fig01_error_inconsistency": _merge(_COMMON),
     f"{SLUG}/fig02_ensemble_accuracy": _merge(_COMMON, {"common": {"ci": 0.90}}),

@@ -195,6 +195,39 @@ def features_needed(cfg: Any, a: str, b: str, splits: Mapping[str, tuple[dict, t
     return pd.DataFrame(rows), needed
 
 
+def training_sets(recipe: ed.Recipe) -> list[str]:
+    """Every registered set a recipe's model learnt from: its own training set, a pre-training source, and the
+    sets its teacher or frozen backbone learnt from (recursively), each once, in that order."""
+    sets = [recipe.data.dataset]
+    method = recipe.method
+    if isinstance(method, ed.Pretrain) and method.dataset:
+        sets.append(method.dataset)
+    for sub in (getattr(method, "teacher", None), getattr(method, "backbone", None)):
+        if sub:
+            sets += training_sets(sub if isinstance(sub, ed.Recipe) else ed.Recipe.from_dict(sub))
+    return list(dict.fromkeys(sets))
+
+
+def leaked_classes(recipe: ed.Recipe, downstream: ed.TensorSet) -> list[str]:
+    """The classes of ``downstream`` that a set the recipe's model learnt from (:func:`training_sets`) also
+    has, by class name: a model that was trained on the downstream task's labels has seen them, so its
+    downstream accuracy is not transfer (Fig. 7; the glyph source renders the ten digits, for instance)."""
+    down = set(downstream.classes)
+    seen = {c for name in training_sets(recipe) for c in ed.get_dataset(name).classes}
+    return sorted(down & seen)
+
+
+def transfer_candidates(cfg: Any, out: Outputs, keys: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """``keys`` without the models that learnt a class of Fig. 7's downstream task (:func:`leaked_classes`):
+    ``(kept, {excluded key: the downstream classes it learnt})``. At paper scale (no recipes: the models'
+    features come from a folder) nothing is excluded; the paper's ImageNet models and VOC share no label set."""
+    if not out.recipes:
+        return list(keys), {}
+    down = _feature_set(cfg, "down")
+    leaked = {k: leaked_classes(out.recipes[k], down) for k in keys if k in out.recipes}
+    return [k for k in keys if not leaked.get(k)], {k: v for k, v in leaked.items() if v}
+
+
 def downstream_splits(cfg: Any, out: Outputs, keys: Sequence[str]) -> dict[str, tuple[dict, torch.Tensor]]:
     """Fig. 7's downstream task: normalised features of ``keys`` on train / val / test splits of it.
 
