@@ -72,6 +72,7 @@ from ensdiv.chapters.training_methods.paper import (
     PAPER_TABLE1,
     PAPER_TABLE2,
     PAPER_TABLE3,
+    PAPER_TABLE4,
     PAPER_TIMM,
     SLUG,
     VAL_SET,
@@ -99,7 +100,8 @@ from ensdiv.train import probe
 
 __all__ = [
     "SLUG", "PRESETS", "preset", "CATEGORIES", "CATEGORY_LABELS", "BASE", "VAL_SET", "PAPER_TABLE1",
-    "PAPER_TABLE2", "PAPER_TABLE3", "PAPER_BASE_ACCURACY", "PAPER_FEATURES_NEEDED", "PAPER_TIMM", "PAPER_LAYOUT",
+    "PAPER_TABLE2", "PAPER_TABLE3", "PAPER_TABLE4", "PAPER_BASE_ACCURACY", "PAPER_FEATURES_NEEDED", "PAPER_TIMM",
+    "PAPER_LAYOUT",
     "PopulationWarning", "Population", "Outputs", "chapter_recipes", "load_outputs", "fit_temperatures",
     "analysis_population", "model_table", "paper_model_table", "category_means", "category_trend",
     "paper_category_values", "representative", "pair_angles", "class_specialization", "greedy_with_low",
