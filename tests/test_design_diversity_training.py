@@ -175,3 +175,29 @@ def test_paper_presets_are_the_papers_settings():
     net = ed.create_model(ch.preset("fig08_supernet_ensembles", "paper", verbose=False).supernet_model,
                           num_classes=4, in_chans=3, img_size=64)
     assert len(ch.select_configs(net, 11, candidates=300)) == 11
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu"])
+def test_the_three_ensembles_share_one_budget(scale):
+    """#29: Table 2 / Figs. 11-12 compare ensembles trained on the same data, epochs, optimiser, learning rate,
+    batch and seed (the attribution penalty's budget), the heterogeneous members retrained on it."""
+    cfg = ch.preset("tab02_equitability", scale, verbose=False)
+    recipes = ch.matched_recipes(cfg)
+    assert len(recipes) == 2 + len(cfg.hetero)
+    budgets = {(r.data.dataset, r.data.subset, r.data.augment, r.optim.epochs, r.optim.optimizer, r.optim.lr,
+                r.optim.batch_size, r.seeds.init, r.seeds.order) for r in recipes.values()}
+    assert budgets == {(cfg.train_set, cfg.attr_train_subset, cfg.augment, cfg.attr_epochs, "adabelief", cfg.lr,
+                        cfg.batch_size, cfg.seed, cfg.seed)}
+    table = ch.budget_table(cfg)
+    assert table["images"].nunique() == 1 and table["epochs"].nunique() == 1 and len(table) == len(recipes)
+
+
+def test_landing_page_budget_table_matches_the_cpu_presets():
+    """The chapter page's budget table (#29) states the cpu presets' budgets."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "book" / "design-diversity.md").read_text()
+    tab2 = ch.preset("tab02_equitability", "cpu", verbose=False)
+    fig10 = ch.preset("fig10_ncl_heuristics", "cpu", verbose=False)
+    assert f"{tab2.attr_train_subset:,} images × {tab2.attr_epochs} epochs" in text
+    assert f"{fig10.train_subset:,} images × {fig10.epochs} epochs" in text

@@ -36,21 +36,12 @@ from torch import nn
 import ensdiv as ed
 from ensdiv.chapters import design_diversity as dd
 from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters.design_diversity.supernet import select_configs, subnetworks, supernet
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.losses import ENSEMBLE_LOSSES, INPUT_LOSSES
-from ensdiv.models.supernet import (
-    SubnetConfig,
-    SuperResNet,
-    all_configs,
-    extract_subnet,
-    recalibrate_bn,
-    sample_config,
-    subnet_params,
-)
-from ensdiv.train import build_model, cpu_state, fit, load_training_set, model_cache_config
+from ensdiv.train import model_cache_config
 
 SLUG = dd.SLUG
-SUPERNET_VERSION = 1
 #: the recipe loss name of Eq. 8 (:func:`ensdiv.losses.attribution_penalty`, in ``ensdiv.losses.INPUT_LOSSES``)
 ATTRIBUTION_LOSS = "attribution_penalty"
 
@@ -162,90 +153,6 @@ def joint_members(run: JointRun) -> list[nn.Module]:
         raise EnsdivError(f"The run {run.label!r} diverged at step {run.diverged_step} of its first epoch: it has no "
                           "finished epoch to evaluate.")
     return run.members
-
-
-# ---- the super-network ------------------------------------------------------------------------------------------
-def _supernet_base(cfg: Any) -> ed.Recipe:
-    return ed.Recipe.make(model=cfg["supernet_model"], dataset=cfg["train_set"], train_subset=cfg["supernet_subset"],
-                          epochs=cfg["supernet_epochs"][0], batch_size=cfg["batch_size"], optimizer="sgd",
-                          lr=cfg["supernet_lr"], weight_decay=5e-4, schedule="cosine", augment=cfg["augment"],
-                          seed=cfg["seed"], name="supernet-base")  # fmt: skip
-
-
-def supernet(cfg: Any) -> SuperResNet:
-    """The super-network trained by progressive shrinking (cached as kind ``dd-supernet``).
-
-    1. the full network trained as an ordinary model (a cached recipe, ``supernet_epochs[0]`` epochs, SGD);
-    2. inner channels sorted by importance (:meth:`SuperResNet.reorganize_widths`);
-    3. ``supernet_epochs[1]`` epochs with a random depth per batch, then ``supernet_epochs[2]`` epochs with a random
-       depth and width per batch (BootstrapNAS's ``progressivity_of_elasticity: [depth, width]``), SGD at
-       ``supernet_lr / 10``, cosine.
-    """
-    base = _supernet_base(cfg)
-    e = list(cfg["supernet_epochs"])
-    conf = {"version": SUPERNET_VERSION, "base": model_cache_config(base), "stages": e[1:], "lr": cfg["supernet_lr"]}
-
-    def compute() -> dict:
-        net = ed.train_recipe(base)
-        net.reorganize_widths()
-        data = load_training_set(base)
-        for i, (elastic, epochs) in enumerate((("depth", e[1]), ("depth+width", e[2]))):
-            if epochs:
-                net.elastic = elastic
-                fit(net, data, base.optim.replace(epochs=epochs, lr=cfg["supernet_lr"] / 10),
-                    seed=base.seeds.order + 100 + i, augment=base.data.augment, desc=f"supernet {elastic}")
-        net.elastic = "none"
-        return {"state": cpu_state(net)}
-
-    net = build_model(base, **_shape(load_training_set(base)))
-    net.load_state_dict(ed.cached("dd-supernet", conf, compute)["state"])
-    net.ensdiv_cache_id = conf
-    return net.eval()
-
-
-def _shape(data: ed.TensorSet) -> dict:
-    return {"num_classes": max(data.num_classes, int(data.y.max()) + 1), "in_chans": int(data.x.shape[1]),
-            "img_size": int(data.x.shape[-1])}
-
-
-def select_configs(net: SuperResNet, n: int = 11, *, quantile: float = 0.5, candidates: int = 4000,
-                   seed: int = 0) -> list[SubnetConfig]:
-    """``n`` distinct configurations of similar size: those whose parameter count is closest to the
-    ``quantile`` of the candidates' counts (every configuration when there are at most ``candidates``, else
-    ``candidates`` seeded random draws); ties keep the candidates' order."""
-    pool = all_configs(net) if _n_configs(net) <= candidates else _sampled(net, candidates, seed)
-    sizes = np.array([subnet_params(net, c) for c in pool])
-    target = np.quantile(sizes, quantile)
-    order = np.argsort(np.abs(sizes - target), kind="stable")
-    return [pool[i] for i in order[:n]]
-
-
-def _n_configs(net: SuperResNet) -> int:
-    return len(all_configs(net)) if sum(net.blocks) <= 8 else 10**9
-
-
-def _sampled(net: SuperResNet, k: int, seed: int) -> list[SubnetConfig]:
-    g = torch.Generator().manual_seed(seed)
-    seen: dict[SubnetConfig, None] = {}
-    for _ in range(k):
-        seen.setdefault(sample_config(net, generator=g), None)
-    return list(seen)
-
-
-def subnetworks(cfg: Any) -> list[nn.Module]:
-    """The ``cfg.subnets`` sub-networks of similar size, extracted as ordinary models with their batch norm
-    recalibrated on ``cfg.bn_images`` training images (the same images for every sub-network)."""
-    net = supernet(cfg)
-    data = load_training_set(_supernet_base(cfg))
-    idx = dd.subset_index(len(data), cfg["bn_images"], cfg["seed"])
-    out = []
-    for c in select_configs(net, cfg["subnets"], seed=cfg["seed"]):
-        sub = recalibrate_bn(extract_subnet(net, c), data.x[idx])
-        sub.ensdiv_cache_id = {"supernet": net.ensdiv_cache_id, "config": c.to_dict(), "bn_images": cfg["bn_images"],
-                               "bn_seed": cfg["seed"]}  # fmt: skip
-        sub.ensdiv_name = c.label
-        out.append(sub)
-    return out
 
 
 # ---- attributions: Saliency vs Integrated Gradients (Fig. 9) ------------------------------------------------------
@@ -371,14 +278,51 @@ def cka_per_batch(cfg: Any, a: Any, b: Any, key: str = "clean") -> torch.Tensor:
     return torch.where(torch.isfinite(cka), cka, torch.full_like(cka, float("nan")))
 
 
+def matched_recipes(cfg: Any) -> dict[str, ed.Recipe]:
+    """The recipes of Table 2 / Fig. 11 / Fig. 12's three ensembles, all on one training budget (issue #29): the
+    attribution-penalty run's (Sec. 4.3.1's: ``attr_train_subset`` images for ``attr_epochs`` epochs, AdaBelief,
+    the step schedule), since its double back-propagation is what the page can afford. The GNCL average-consensus
+    run is trained on that budget too (Fig. 10 trains its own on the full one), and the heterogeneous ensemble's
+    zoo architectures (``cfg.hetero``) are retrained on the same images, epochs, optimiser and seed instead of
+    coming from the zoo's own (larger) recipe. Keys are the ensembles' labels; the heterogeneous members are
+    ``"heterogeneous zoo: <name>"``. At paper scale a heterogeneous member that is a pretrained model stays as
+    it is (:func:`budget_table` says so)."""
+    attr = _attr_recipe(cfg, cfg["attr_lam"])
+    out = {f"attribution penalty (Eq. 8, λ = {cfg['attr_lam']:g})": attr,
+           f"GNCL average (Eq. 2, λ = {cfg['lam']:g})": joint_recipe(
+               cfg, "gncl_mean", cfg["lam"], train_subset=cfg["attr_train_subset"], epochs=cfg["attr_epochs"])}
+    for member in chapter_models(cfg, cfg["hetero"]):
+        if isinstance(member, ed.Recipe):
+            member = member.replace(data=attr.data, optim=attr.optim, seeds=attr.seeds, name=f"{member.name}@budget")
+        out[f"heterogeneous zoo: {dd.model_name(member)}"] = member
+    return out
+
+
 def three_ensembles(cfg: Any) -> dict[str, list[nn.Module] | list[ed.Recipe]]:
-    """Table 2 / Fig. 11 / Fig. 12's ensembles: the attribution-penalty run at λ = ``cfg.attr_lam`` (its last
-    finished epoch), the GNCL average-consensus run of Fig. 10, and three heterogeneous zoo models (``cfg.hetero``)."""
-    attr = train_joint(_attr_recipe(cfg, cfg["attr_lam"]), f"attribution penalty λ={cfg['attr_lam']:g}")
-    gncl = train_joint(joint_recipe(cfg, "gncl_mean", cfg["lam"]), "GNCL average")
-    return {f"attribution penalty (Eq. 8, λ = {cfg['attr_lam']:g})": joint_members(attr),
-            f"GNCL average (Eq. 2, λ = {cfg['lam']:g})": joint_members(gncl),
-            "heterogeneous zoo": chapter_models(cfg, cfg["hetero"])}  # fmt: skip
+    """Table 2 / Fig. 11 / Fig. 12's ensembles on one budget (:func:`matched_recipes`): the attribution-penalty
+    run at λ = ``cfg.attr_lam`` (its last finished epoch), the GNCL average-consensus run, and the heterogeneous
+    ensemble of ``cfg.hetero``'s architectures."""
+    recipes = matched_recipes(cfg)
+    (attr_label, attr), (gncl_label, gncl) = list(recipes.items())[:2]
+    hetero = [m for k, m in recipes.items() if k.startswith("heterogeneous zoo: ")]
+    return {attr_label: joint_members(train_joint(attr, attr_label)),
+            gncl_label: joint_members(train_joint(gncl, "GNCL average")),
+            "heterogeneous zoo": hetero}  # fmt: skip
+
+
+def budget_table(cfg: Any) -> pd.DataFrame:
+    """What each ensemble of :func:`three_ensembles` was trained on: one row per recipe (training set, images,
+    epochs, optimiser, learning rate, batch, seed), so a reader sees the budgets are equal."""
+    rows = []
+    for label, r in matched_recipes(cfg).items():
+        if not isinstance(r, ed.Recipe):
+            rows.append({"ensemble": label, "training set": "pretrained (not trained here)"})
+            continue
+        o = r.optim
+        rows.append({"ensemble": label, "members": getattr(r.method, "members", 1), "training set": r.data.dataset,
+                     "images": r.data.subset or "all", "epochs": o.epochs, "optimiser": o.optimizer, "lr": o.lr,
+                     "schedule": o.schedule, "batch": o.batch_size, "seed": r.seeds.init})
+    return pd.DataFrame(rows).set_index("ensemble")
 
 
 def _attr_recipe(cfg: Any, lam: float) -> ed.Recipe:
@@ -396,7 +340,7 @@ def attr_sweep(cfg: Any) -> list[JointRun]:
     return [train_joint(_attr_recipe(cfg, lam), f"λ = {lam:g}") for lam in cfg["lams"]]
 
 
-__all__ += ["attr_sweep", "heuristic_runs"]
+__all__ += ["attr_sweep", "heuristic_runs", "matched_recipes", "budget_table"]
 
 # ---- presets ---------------------------------------------------------------------------------------------------------
 _JOINT_CPU = {"member_model": "resnet", "member_kwargs": {"channels": [8, 16, 32, 64]}, "members": 3, "lam": 0.2,
