@@ -137,3 +137,16 @@ def test_every_sat_name_resolves_offline_to_pinned_pretrained_weights():
     assert resolve_paper_name("gluon_resnet101_v1c") == "resnet101c.gluon_in1k"
     assert resolve_paper_name("jx_nest_tiny") == "nest_tiny_jx.goog_in1k"
     assert all(v in pretrained for v in SAT_WEIGHTS.values())
+
+
+def test_every_sat_name_is_pinned_to_one_set_of_weights():
+    """#33: all 69 SAT names (and Fig. G.2's extra model) resolve to an explicit ``arch.tag``, so a timm upgrade that
+    moves a default cannot change the models a page measures; each tag is one the installed timm knows."""
+    import timm
+
+    pretrained = set(timm.list_pretrained())
+    for name in [*sat_model_names(), "gluon_resnext50_32x4d"]:
+        resolved = resolve_paper_name(name)
+        assert "." in resolved and resolved in pretrained, (name, resolved)
+    assert resolve_paper_name("gluon_xception65") == "xception65.tf_in1k"  # as NO_EQUIVALENT says
+    assert resolve_paper_name("rexnet_150") == "rexnet_150.nav_in1k"

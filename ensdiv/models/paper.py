@@ -49,15 +49,16 @@ PAPER_MODELS = {
     "small_cnn": "resnet18",
     "mlp": "resmlp_12_224",
 }
-#: Names of the SAT table that current timm no longer knows, -> the current name (no weights pinned).
+#: Names of the SAT table that current timm no longer knows, -> the current architecture name.
 ALIASES = {
     "gluon_xception65": "xception65",
 }
 
-#: The weights the SAT paper's timm 0.6.7 loaded for a name, as a current timm ``arch.tag``.
-#: Only names whose current default differs from 0.6.7's, or that current timm renamed, are listed;
-#: every other SAT name loads timm's default, which is 0.6.7's. Our reading of timm 0.6.7's
-#: ``default_cfgs`` (the weights file each name pointed to then):
+#: The weights the SAT paper's timm 0.6.7 loaded for a name, as a current timm ``arch.tag``: every one of the
+#: 69 names is pinned, so a timm upgrade that moves a default cannot silently change the models a page measures.
+#: First the names whose current default differs from 0.6.7's or that current timm renamed (our reading of timm
+#: 0.6.7's ``default_cfgs``, the weights file each name pointed to then), then the names whose architecture has
+#: one set of ImageNet-1k weights in timm (1.0.x), the ones 0.6.7 loaded.
 SAT_WEIGHTS = {
     "convnext_tiny": "convnext_tiny.fb_in1k",  # 0.6.7: ImageNet-1k; now defaults to ImageNet-12k pre-training
     "regnetx_320": "regnetx_320.pycls_in1k",  # 0.6.7: pycls; now torchvision's v2 recipe
@@ -79,6 +80,57 @@ SAT_WEIGHTS = {
     "resmlp_big_24_224": "resmlp_big_24_224.fb_in1k",
     "xcit_medium_24_p16_224": "xcit_medium_24_p16_224.fb_in1k",
     "xcit_tiny_12_p8_224": "xcit_tiny_12_p8_224.fb_in1k",
+    "gluon_xception65": "xception65.tf_in1k",  # the Gluon weights are gone (NO_EQUIVALENT)
+    # one set of weights in timm for the architecture
+    "botnet26t_256": "botnet26t_256.c1_in1k",
+    "convmixer_1536_20": "convmixer_1536_20.in1k",
+    "cspdarknet53": "cspdarknet53.ra_in1k",
+    "cspresnet50": "cspresnet50.ra_in1k",
+    "cspresnext50": "cspresnext50.ra_in1k",
+    "dla102x2": "dla102x2.in1k",
+    "dpn107": "dpn107.mx_in1k",
+    "eca_botnext26ts_256": "eca_botnext26ts_256.c1_in1k",
+    "eca_halonext26ts": "eca_halonext26ts.c1_in1k",
+    "eca_nfnet_l0": "eca_nfnet_l0.ra2_in1k",
+    "eca_resnet33ts": "eca_resnet33ts.ra2_in1k",
+    "ese_vovnet39b": "ese_vovnet39b.ra_in1k",
+    "gcresnet50t": "gcresnet50t.ra2_in1k",
+    "gcresnext50ts": "gcresnext50ts.ch_in1k",
+    "halo2botnet50ts_256": "halo2botnet50ts_256.a1h_in1k",
+    "halonet50ts": "halonet50ts.a1h_in1k",
+    "hrnet_w64": "hrnet_w64.ms_in1k",
+    "lambda_resnet50ts": "lambda_resnet50ts.a1h_in1k",
+    "lamhalobotnet50ts_256": "lamhalobotnet50ts_256.a1h_in1k",
+    "nf_resnet50": "nf_resnet50.ra2_in1k",
+    "nfnet_l0": "nfnet_l0.ra2_in1k",
+    "poolformer_m48": "poolformer_m48.sail_in1k",
+    "resnest50d": "resnest50d.in1k",
+    "resnet50_gn": "resnet50_gn.a1h_in1k",
+    "resnetblur50": "resnetblur50.bt_in1k",
+    "resnetv2_101": "resnetv2_101.a1h_in1k",
+    "resnetv2_50": "resnetv2_50.a1h_in1k",
+    "resnetv2_50d_evos": "resnetv2_50d_evos.ah_in1k",
+    "sebotnet33ts_256": "sebotnet33ts_256.a1h_in1k",
+    "sehalonet33ts": "sehalonet33ts.ra2_in1k",
+    "convit_base": "convit_base.fb_in1k",
+    "crossvit_base_240": "crossvit_base_240.in1k",
+    "deit_base_patch16_224": "deit_base_patch16_224.fb_in1k",
+    "deit_small_patch16_224": "deit_small_patch16_224.fb_in1k",
+    "pit_s_224": "pit_s_224.in1k",
+    "tnt_s_patch16_224": "tnt_s_patch16_224.in1k",
+    "gmlp_s16_224": "gmlp_s16_224.ra3_in1k",
+    "swin_s3_tiny_224": "swin_s3_tiny_224.ms_in1k",
+    "efficientnet_b2": "efficientnet_b2.ra_in1k",
+    "fbnetv3_g": "fbnetv3_g.ra2_in1k",
+    "haloregnetz_b": "haloregnetz_b.ra3_in1k",
+    "mixnet_xl": "mixnet_xl.ra_in1k",
+    "nf_regnet_b1": "nf_regnet_b1.ra2_in1k",
+    "rexnet_150": "rexnet_150.nav_in1k",
+    "coat_lite_small": "coat_lite_small.in1k",
+    "pit_b_224": "pit_b_224.in1k",
+    "twins_pcpvt_base": "twins_pcpvt_base.in1k",
+    "twins_svt_small": "twins_svt_small.in1k",
+    "visformer_small": "visformer_small.in1k",
 }
 #: SAT names for which current timm has no equivalent of the paper's weights (what is loaded instead).
 NO_EQUIVALENT = {
