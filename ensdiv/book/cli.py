@@ -1,4 +1,4 @@
-"""The ``ensdiv`` command: ``run``, ``book``, ``zoo``, ``bench``, ``cache``, ``data``.
+"""The ``ensdiv`` command: ``run``, ``book``, ``zoo``, ``bench``, ``cache``, ``fetch``, ``data``.
 
 Errors that are the user's to fix (an unknown scale, a notebook that does not exist, a parameter a
 notebook does not declare, missing data) are printed as one sentence, without a traceback, and the
@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+from ensdiv.book.fetch import fetch_data, fetch_weights
 from ensdiv.book.parameters import parse_value
 from ensdiv.book.processes import signals_as_interrupts
 from ensdiv.book.run import run_notebooks, summary, toc_notebooks
@@ -100,6 +101,14 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    if args.what == "weights":
+        fetch_weights(args.target, download=not args.list)
+    else:
+        fetch_data(args.target)
+    return 0
+
+
 def _cmd_data(args: argparse.Namespace) -> int:
     for name, desc in list_datasets():
         print(f"{name:<40} {desc}")
@@ -146,6 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
     imp = cache_sub.add_parser("import", help="check a bundle entry by entry and add what the cache lacks")
     imp.add_argument("file", help="a bundle file or an http(s) URL")
     cache.set_defaults(func=_cmd_cache)
+
+    fetch = sub.add_parser("fetch", help="download, once, the pretrained weights or the data a paper-scale run needs")
+    fetch.add_argument("what", choices=["weights", "data"])
+    fetch.add_argument("target", help="weights: a notebook path or a chapter (e.g. attack-similarity); data: a set "
+                                      "(cifar10, cifar100, svhn; ImageNet-family sets say where to get them)")
+    fetch.add_argument("--list", action="store_true", help="weights: list what is needed and missing, fetch nothing")
+    fetch.set_defaults(func=_cmd_fetch)
 
     data = sub.add_parser("data", help="list the registered datasets")
     data.set_defaults(func=_cmd_data)

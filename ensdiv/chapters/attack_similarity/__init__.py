@@ -329,8 +329,11 @@ PRESETS.update({
                        "rexnet_150", "nfnet_l0", "swin_tiny_patch4_window7_224", "twins_pcpvt_base"]},
     ),
     # n_clusters: the K of the spectral clusters whose members are checked (paper: K = 10, Tab. 2)
-    "attack-similarity/figG2_one_side": _zoo(smoke={"n_clusters": 2}, cpu={"n_clusters": 4},
-                                             paper={"n_clusters": 10}),
+    # new_model (paper scale): App. G's new model, Gluon's ResNeXt-50 (below paper: the twin's architecture
+    # trained with another recipe, built by the page)
+    "attack-similarity/figG2_one_side": _zoo(common={"new_model": ""}, smoke={"n_clusters": 2},
+                                             cpu={"n_clusters": 4},
+                                             paper={"n_clusters": 10, "new_model": "gluon_resnext50_32x4d"}),
 })
 
 
