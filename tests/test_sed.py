@@ -152,3 +152,14 @@ def test_timing_heads_are_the_heads_sed_trains_and_bad_names_are_refused():
         ch.timing_head("conv", 48, 10, 96)
     with pytest.raises(UnknownNameError, match="timed loss"):
         ch.time_steps(3, "gncl")
+
+
+def test_deep_ensemble_heads_start_from_their_seeds_divdis_from_one_copy():
+    """#30: the deep ensemble's seeds control the heads' initial weights (§4.1); DivDis and SED keep the reference's
+    start (every member a copy of the backbone's head), so DivDis's identical-start finding stays measurable."""
+    cfg = ch.preset("tab01_unique", "smoke", verbose=False)
+    de = ch.method_recipes(cfg, "deep_ensemble")
+    assert [r.method.init for r in de] == ["seed"] * cfg.members
+    assert len({r.seeds.init for r in de}) == cfg.members
+    assert ch.method_recipes(cfg, "naive_divdis")[0].method.init == "copy"
+    assert ch.method_recipes(cfg, "sed_gen")[0].method.init == "copy"

@@ -204,6 +204,26 @@ def test_heads_start_from_the_backbone_head_and_only_heads_train(tmp_path):
     assert torch.equal(train_recipe(r, store=st, progress=False)(x), model(x))
 
 
+def test_heads_init_copy_or_seeded_reinitialisation():
+    """#30: ``Heads(init="seed")`` re-initialises each head from the recipe's seed (two seeds differ, one seed
+    repeats, no head equals the backbone's), ``copy`` (the default, left out of the recipe key) copies it; an
+    unknown init is one sentence."""
+    from ensdiv.train.frameworks import make_heads
+
+    backbone = ed.create_model("test_resnet", num_classes=10)
+    clf = backbone.get_classifier()
+    base = _recipe(epochs=1, model="test_resnet")
+    copy_m, seed_m = Heads(backbone=base, members=2), Heads(backbone=base, members=2, init="seed")
+    assert all(torch.equal(h.weight, clf.weight) for h in make_heads(copy_m, backbone, seed=3))
+    a, b = make_heads(seed_m, backbone, seed=0), make_heads(seed_m, backbone, seed=1)
+    assert not torch.equal(a[0].weight, a[1].weight) and not torch.equal(a[0].weight, b[0].weight)
+    assert torch.equal(a[0].weight, make_heads(seed_m, backbone, seed=0)[0].weight)
+    assert not torch.equal(a[0].weight, clf.weight)
+    assert "init" not in copy_m.to_dict() and seed_m.to_dict()["init"] == "seed"
+    with pytest.raises(ed.UnknownNameError, match="Heads init"):
+        Heads(backbone=base, init="zeros")
+
+
 def test_independent_loss_is_the_mean_member_cross_entropy():
     g = torch.Generator().manual_seed(0)
     logits, y = torch.randn(3, 5, 4, generator=g), torch.tensor([0, 1, 2, 3, 0])

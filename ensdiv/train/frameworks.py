@@ -322,19 +322,30 @@ def ood_features(recipe: Recipe, backbone: nn.Module, *, store: Store, backbone_
     return feats
 
 
-def make_heads(method: Heads, backbone: nn.Module) -> list[nn.Module]:
-    """``method.members`` heads, each a copy of the backbone's own last layer(s) at the cut point."""
+def make_heads(method: Heads, backbone: nn.Module, *, seed: int = 0) -> list[nn.Module]:
+    """``method.members`` heads, each a copy of the backbone's own last layer(s) at the cut point; with
+    ``Heads.init == "seed"`` each copy is then re-initialised at random (every submodule's
+    ``reset_parameters``, as a freshly built layer), head k from the generator seeded ``seed`` · 1000 + k, so
+    two seeds give two different sets of initial heads and one seed always the same."""
     if method.cut == "block":
-        return [vit_block_head(backbone) for _ in range(method.members)]
-    clf = backbone.get_classifier()
-    clf = clf[0] if isinstance(clf, tuple | list) else clf
-    if not isinstance(clf, nn.Linear):
-        raise TypeError(f"Heads need a backbone with a linear classifier, got a {type(clf).__name__}.")
-    heads = []
-    for _ in range(method.members):
-        head = nn.Linear(clf.in_features, clf.out_features)
-        head.load_state_dict(clf.state_dict())
-        heads.append(head)
+        heads = [vit_block_head(backbone) for _ in range(method.members)]
+    else:
+        clf = backbone.get_classifier()
+        clf = clf[0] if isinstance(clf, tuple | list) else clf
+        if not isinstance(clf, nn.Linear):
+            raise TypeError(f"Heads need a backbone with a linear classifier, got a {type(clf).__name__}.")
+        heads = []
+        for _ in range(method.members):
+            head = nn.Linear(clf.in_features, clf.out_features)
+            head.load_state_dict(clf.state_dict())
+            heads.append(head)
+    if method.init == "seed":
+        for k, head in enumerate(heads):
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed * 1000 + k)
+                for module in head.modules():
+                    if hasattr(module, "reset_parameters"):
+                        module.reset_parameters()
     return heads
 
 
@@ -351,7 +362,8 @@ def train_heads(
 ) -> HeadStack:
     """Fit the M heads of a :class:`~ensdiv.train.Heads` recipe on the frozen ``backbone``'s features of
     ``data`` at the recipe's cut point (computed once and cached as kind ``"features"``, with the
-    augmented passes). Every head starts from the backbone's own last layer(s); the data-order seed drives
+    augmented passes). Every head starts from the backbone's own last layer(s), re-initialised from the
+    initialisation seed when ``Heads.init`` is ``seed`` (:func:`make_heads`); the data-order seed drives
     batches; heads are separate modules and only the batch's subset I (``Heads.subset``) is forwarded, so a
     head outside I gets no gradient and is not updated. A loss of :data:`ensdiv.losses.UNLABELED_LOSSES`
     gets each labelled sample paired with a sample of ``Heads.ood_set`` (a fixed pairing drawn with the
@@ -385,7 +397,8 @@ def fit_heads(recipe: Recipe, backbone: nn.Module, feats: torch.Tensor, labels: 
         reps = -(-len(feats) // len(ood))
         pick = torch.cat([torch.randperm(len(ood), generator=g) for _ in range(reps)])[: len(feats)]
         feats = torch.cat([feats, ood[pick]], dim=1)
-    stack = HeadStack(make_heads(method, backbone), loss_fn=joint_loss(method, recipe.optim), subset=method.subset,
+    stack = HeadStack(make_heads(method, backbone, seed=recipe.seeds.init), loss_fn=joint_loss(method, recipe.optim),
+                      subset=method.subset,
                       paired_ood=paired, cut=method.cut).requires_grad_(True)  # copies of a frozen backbone's layers
     feature_set = TensorSet(feats[:, :, None, None], labels, f"{name}:features", classes)
     fit(stack, feature_set, recipe.optim, seed=recipe.seeds.order, accelerator=accelerator, precision=precision,

@@ -62,6 +62,7 @@ SCHEDULES = ("cosine", "step", "multistep", "constant")
 AUGMENTATIONS = ("none", "flip", "crop", "flipcrop", "mixup", "cutmix", "erasing")
 RECIPE_VERSION = 2
 HEAD_CUTS = ("head", "block")
+HEAD_INITS = ("copy", "seed")
 
 
 class _Part:
@@ -304,9 +305,14 @@ class Heads(_Part):
     ood_set: str = ""
     #: augmented passes of the training images (``DataSpec.augment``) cached next to the clean features
     feature_passes: int = 0
+    #: how each head starts: ``copy`` — the backbone's own last layer(s) (SED's members start from one
+    #: pretrained model); ``seed`` — that layout re-initialised at random from the recipe's initialisation seed
+    #: (a deep ensemble whose seeds control the initial weights, SED §4.1)
+    init: str = "copy"
     kind: ClassVar[str] = "heads"
     _positive: ClassVar[tuple[str, ...]] = ("members",)
     _non_negative: ClassVar[tuple[str, ...]] = ("subset", "feature_passes")
+    _keyless_default: ClassVar[tuple[str, ...]] = ("init",)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -314,6 +320,8 @@ class Heads(_Part):
             raise InvalidInputError("Heads needs a backbone recipe: Heads(backbone=Recipe.make(...)).")
         if self.cut not in HEAD_CUTS:
             raise unknown_name("Heads cut point", self.cut, HEAD_CUTS)
+        if self.init not in HEAD_INITS:
+            raise unknown_name("Heads init", self.init, HEAD_INITS)
 
 
 METHODS: dict[str, type] = {m.kind: m for m in (Supervised, Distill, Pretrain, Joint, Heads)}

@@ -228,8 +228,9 @@ def train_stream_heads(recipe: Recipe, *, store: Store | None = None, progress: 
     paired = method.loss in losses.UNLABELED_LOSSES
     payload = store.load("model", cfg)
     if payload is not None:
-        heads = HeadStack(make_heads(method, backbone), loss_fn=joint_loss(method, recipe.optim),
-                          subset=method.subset, paired_ood=paired, cut=method.cut)
+        heads = HeadStack(make_heads(method, backbone, seed=recipe.seeds.init),
+                          loss_fn=joint_loss(method, recipe.optim), subset=method.subset, paired_ood=paired,
+                          cut=method.cut)
         heads.load_state_dict(payload["state_dict"])
         meta = dict(payload["meta"])
     else:

@@ -170,11 +170,11 @@ def backbone_recipe(cfg: dict) -> ed.Recipe:
 
 def _heads_recipe(cfg: dict, name: str, *, members: int, loss: str = "independent", lam: float = 0.0,
                   subset: int = 0, ood: bool = False, seed: int = 0, hp: dict | None = None,
-                  options: dict | None = None) -> ed.Recipe:
+                  options: dict | None = None, init: str = "copy") -> ed.Recipe:
     bb = backbone_recipe(cfg)
     method = ed.Heads(backbone=bb.to_dict(), members=members, loss=loss, lam=float(lam), subset=subset,
                       cut=cfg["cut"], ood_set=cfg["sets"]["train_ood"] if ood else "",
-                      feature_passes=cfg["feature_passes"], options=dict(options or {}))
+                      feature_passes=cfg["feature_passes"], options=dict(options or {}), init=init)
     optim = {"optimizer": "adamw", "lr": cfg["lr"], "weight_decay": cfg["weight_decay"], "epochs": cfg["epochs"],
              "batch_size": cfg["batch_size"], "schedule": "cosine", "warmup_epochs": 0, "label_smoothing": 0.0,
              "momentum": 0.9}
@@ -186,10 +186,12 @@ def method_recipes(cfg: dict, method: str, members: int | None = None, *, lam: f
                    ) -> list[ed.Recipe]:
     """The recipe(s) of one method with ``members`` members (default ``cfg["members"]``).
 
-    ``deep_ensemble``: M one-head recipes with data-order seeds 0..M-1 (all heads start from the backbone's
-    head, as the reference's members start from the same pretrained weights); ``diverse_hp``: M one-head
-    recipes cycling :data:`DIVERSE_HPS` (seed = member index); ``naive_a2d`` / ``naive_divdis``: one M-head
-    recipe with the rendition set of training images as unlabeled OOD batches (all pairs, λ ``lam_naive``);
+    ``deep_ensemble``: M one-head recipes with seeds 0..M-1, each seed drawing the head's initial weights and
+    the data order (``Heads(init="seed")``: §4.1, "seeds control weight initialization"; until issue #30 every
+    head started as a copy of the backbone's own head, so the seeds changed only the data order);
+    ``diverse_hp``: M one-head recipes cycling :data:`DIVERSE_HPS` (seed = member index); ``naive_a2d`` /
+    ``naive_divdis``: one M-head recipe with the rendition set of training images as unlabeled OOD batches
+    (all pairs, λ ``lam_naive``);
     ``sed_gen`` / ``sed_det`` / ``sed_sem`` / ``sed_lam0``: one M-head recipe, |I| = ``subset`` members per
     batch, λ = ``lam_gen`` / ``lam_det`` / ``lam_sem`` / 0 (``lam`` overrides it, for the λ sweep). The two
     detection runs mirror the released configs behind the paper's SED rows of Tables 1 and 3: the covariate
@@ -197,7 +199,7 @@ def method_recipes(cfg: dict, method: str, members: int | None = None, *, lam: f
     """
     m = int(members or cfg["members"])
     if method == "deep_ensemble":
-        return [_heads_recipe(cfg, f"de-{k}", members=1, seed=k) for k in range(m)]
+        return [_heads_recipe(cfg, f"de-{k}", members=1, seed=k, init="seed") for k in range(m)]
     if method == "diverse_hp":
         return [_heads_recipe(cfg, f"hp-{k}", members=1, seed=k, hp=DIVERSE_HPS[k % len(DIVERSE_HPS)])
                 for k in range(m)]
