@@ -77,8 +77,9 @@ const out = [];
 const main = document.querySelector('main');
 if (main && wide(main)) out.push(`the page is ${main.scrollWidth}px wide in a ${main.clientWidth}px column`);
 document.querySelectorAll('div.cell_input pre, div.cell_output').forEach(e => {
-  if (wide(e)) out.push(`${e.className.split(' ')[0]} ${e.scrollWidth}px in ${e.clientWidth}px: `
-                        + e.innerText.trim().split('\\n')[0].slice(0, 80));
+  const part = e.closest('div.cell_input') ? 'cell_input' : 'cell_output';
+  if (wide(e)) out.push(`${part} ${e.scrollWidth}px in ${e.clientWidth}px: `
+                        + (e.textContent || '').trim().split('\\n')[0].slice(0, 80));
 });
 return out;
 """

@@ -24,8 +24,10 @@ from ensdiv.book import site, stamps
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = "notebooks/sed/fig03_lambda_sweep"  # the sed chapter's key page (site.KEY_FIGURES)
-CLAIM = ('ed.report.claim(paper="sed", item="Fig. 3", claim="{text}", checks=[ed.report.less("x", "y")], '
-         'ours={{"x": {x}, "y": 2}}, paper_values={{"x": 1, "y": 2}}, scale=scale, claim_id="{cid}")')
+# formatted like the book's notebooks (short lines): the reader-view check measures every code cell's width
+CLAIM = ('ed.report.claim(\n    paper="sed",\n    item="Fig. 3",\n    claim="{text}",\n'
+         '    checks=[ed.report.less("x", "y")],\n    ours={{"x": {x}, "y": 2}},\n'
+         '    paper_values={{"x": 1, "y": 2}},\n    scale=scale,\n    claim_id="{cid}",\n)')
 
 
 def _notebook(path: Path, cells: list) -> None:
@@ -133,7 +135,7 @@ def test_the_reader_view_check_can_fail(book, tmp_path):
     html_dir, _ = book
     long = "x" * 400
     bad = (f'<html><head><link rel="stylesheet" href="_static/ensdiv.css"></head><body><main style="width:600px">'
-           f'<div class="cell"><div class="cell_input"><pre style="overflow-x:auto">{long}</pre></div>'
+           f'<div class="cell"><div class="cell_input"><pre style="white-space:pre">{long}</pre></div>'
            f'<div class="cell_output"><pre style="white-space:pre">{long}</pre>'
            "<pre>/home/u/ensdiv/chapters/sed.py:12: Warning</pre></div></div></main></body></html>")
     (html_dir / "bad.html").write_text(bad)

@@ -242,40 +242,38 @@ def test_member_loss_sum_reaches_the_packed_model_only():
 
 
 # ---- timing: device and dtype reach the timers -------------------------------------------------------------
-def test_speed_table_passes_device_and_dtype_to_the_timers(monkeypatch):
+def test_speed_table_passes_device_dtype_threads_and_training_to_the_timer(monkeypatch):
+    """speed_table times through ed.models.throughput_rounds (a process per model): one call per dtype with the
+    device, rounds, batch and threads asked for; training only in float32."""
     calls = []
 
-    def fake_inference(net, shape, **kw):
-        calls.append(("inference", kw["device"], kw["dtype"], kw["inputs"].shape))
-        return 100.0
+    def fake_rounds(models, shape, **kw):
+        calls.append(kw)
+        return [{"round": r, "model": m, "position": i, "warmup runs": 2, "inference images/s": 100.0,
+                 **({"training images/s": 10.0} if kw["train_steps"] else {})}
+                for r in range(kw["rounds"]) for i, m in enumerate(models)]
 
-    def fake_training(net, shape, **kw):
-        calls.append(("training", kw["device"], None, None))
-        return 10.0
-
-    monkeypatch.setattr(ed.models, "inference_throughput", fake_inference)
-    monkeypatch.setattr(ed.models, "training_throughput", fake_training)
+    monkeypatch.setattr(ed.models, "throughput_rounds", fake_rounds)
     nets = {"a": torch.nn.Linear(4, 2), "b": torch.nn.Linear(4, 2)}
-    df = ch.speed_table(nets, (4,), device="cuda:1", batch_size=3, repeats=1, dtypes=["float32", "float16"],
-                        train_batch=2, train_steps=1)
-    assert ("inference", "cuda:1", torch.float16, torch.Size([3, 4])) in calls
-    assert ("inference", "cuda:1", torch.float32, torch.Size([3, 4])) in calls
-    assert [c for c in calls if c[0] == "training"] == [("training", "cuda:1", None, None)] * 2
-    assert df["device"].eq("cuda:1").all() and df["training images/s"].isna().tolist() == [False, True] * 2
+    df = ch.speed_table(nets, (4,), device="cuda:1", batch_size=3, repeats=2, dtypes=["float32", "float16"],
+                        train_batch=2, train_steps=5, threads=1)
+    assert [(c["dtype"], c["device"], c["rounds"], c["batch_size"], c["threads"], c["train_steps"]) for c in calls] \
+        == [("float32", "cuda:1", 2, 3, 1, 5), ("float16", "cuda:1", 2, 3, 1, 0)]
+    assert df["device"].eq("cuda:1").all() and df["threads"].eq(1).all()
+    assert df["training images/s"].isna().tolist() == [False] * 4 + [True] * 4
 
 
-def test_speed_table_times_every_model_once_per_round_and_ratios_pair_the_rounds(monkeypatch):
-    order, rates = [], iter([100.0, 50.0, 120.0, 60.0, 80.0, 40.0])  # round by round: a, b
+def test_speed_table_ratios_pair_the_rounds(monkeypatch):
+    rates = iter([100.0, 50.0, 120.0, 60.0, 80.0, 40.0])  # round by round: a, b
 
-    def fake_inference(net, shape, **kw):
-        order.append((net.tag, kw["repeats"]))
-        return next(rates)
+    def fake_rounds(models, shape, **kw):
+        return [{"round": r, "model": m, "position": i, "warmup runs": 1, "inference images/s": next(rates)}
+                for r in range(kw["rounds"]) for i, m in enumerate(models)]
 
-    monkeypatch.setattr(ed.models, "inference_throughput", fake_inference)
+    monkeypatch.setattr(ed.models, "throughput_rounds", fake_rounds)
     nets = {"a": torch.nn.Linear(4, 2), "b": torch.nn.Linear(4, 2)}
-    nets["a"].tag, nets["b"].tag = "a", "b"
     df = ch.speed_table(nets, (4,), device="cpu", batch_size=3, repeats=3)
-    assert order == [("a", 1), ("b", 1)] * 3 and df["round"].tolist() == [0, 0, 1, 1, 2, 2]
+    assert df["round"].tolist() == [0, 0, 1, 1, 2, 2]
     ratio = ch.speed_ratio(df, "a", "b")
     assert ratio.source == "timing repeats" and ratio.replicates.tolist() == [2.0, 2.0, 2.0]
     assert ratio.interval() == (2.0, 2.0)  # the timings move, their ratio does not

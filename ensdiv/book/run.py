@@ -77,7 +77,7 @@ def read_notebook(path: Path, *, params: dict[str, Any] | None = None) -> nbform
 def notebook_parameters(path: Path) -> dict[str, Any]:
     """The parameters a notebook declares: the names assigned in its cell tagged ``parameters``.
 
-    Parsed with :mod:`ast` rather than papermill's line parser, which gives up on a line whose comment
+    Parsed with ``ast`` rather than papermill's line parser, which gives up on a line whose comment
     contains ``=`` (and then silently accepts any parameter name).
 
     Returns:

@@ -51,13 +51,17 @@ def book_config(src: Path, out_dir: Path, *, local_mathjax: bool = False) -> Pat
     served from the site itself (``_ensdiv_static/mathjax``, see :func:`mathjax_source`) when
     ``local_mathjax`` (written to ``out_dir/_config.rendered.yml``, only when its content changes)."""
     cfg = yaml.safe_load(src.read_text()) or {}
-    if local_mathjax:  # a relative mathjax_path is read below the static folders (_static of the site)
-        sphinx = dict(cfg.get("sphinx") or {})
-        config = dict(sphinx.get("config") or {})
+    # the book's own static files (its CSS; MathJax below) are served from _ensdiv_static and named one by one:
+    # a `_static` folder in the site would make Jupyter Book add every .js and .css file of every static
+    # folder to every page — MathJax's dozens of bundles included, which then fight each other
+    sphinx = dict(cfg.get("sphinx") or {})
+    config = dict(sphinx.get("config") or {})
+    config["html_static_path"] = [*config.get("html_static_path", []), _STATIC]
+    config["html_css_files"] = [*config.get("html_css_files", []), *BOOK_CSS]
+    if local_mathjax:  # a relative mathjax_path is read below the static folders
         config["mathjax_path"] = f"mathjax/{_MATHJAX_ENTRY}"
-        config["html_static_path"] = [*config.get("html_static_path", []), _STATIC]
-        sphinx["config"] = config
-        cfg["sphinx"] = sphinx
+    sphinx["config"] = config
+    cfg["sphinx"] = sphinx
     url = os.environ.get("ENSDIV_REPOSITORY_URL", "").strip()
     html = dict(cfg.get("html") or {})
     if url:
@@ -137,6 +141,8 @@ def _tree(folder: Path, rel: Path) -> dict[Path, Path]:
 _MATHJAX_ENTRY = "tex-mml-chtml.js"
 
 _STATIC = "_ensdiv_static"
+#: the book's style sheets (``book/_static``), staged into :data:`_STATIC` and added to every page by name
+BOOK_CSS = ("ensdiv.css",)
 
 def mathjax_source() -> Path | None:
     """The local MathJax 3 ``es5`` folder the book serves math from: ``$ENSDIV_MATHJAX`` if set, else
@@ -295,7 +301,7 @@ def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None) 
         src = executed / rel
         files[rel] = _present(src, page, presented / rel) if src.exists() else nb
     files.update(_tree(root / "benchmarks" / "results", Path("benchmarks") / "results"))
-    files.update(_tree(root / "book" / "_static", Path("_static")))  # the book's CSS (verdict box, badges)
+    files.update(_tree(root / "book" / "_static", Path(_STATIC)))  # the book's CSS (verdict box, badges)
     if mathjax is not None:
         files.update(_tree(mathjax, Path(_STATIC) / "mathjax"))
     if Path("book/claims.md") in files:  # the claims page is generated from the pages' claim records

@@ -177,9 +177,11 @@ def paired_bootstrap(
                 rows.append(np.array([fn(*(a[i] for a in arrs)) for i in flat], dtype=float).reshape(idx.shape[:-1]))
         return np.stack(rows)
 
-    res = stats.bootstrap((np.arange(n),), lambda idx, axis=-1: on(np.moveaxis(idx, axis, -1)), vectorized=True,
-                          n_resamples=n_resamples, batch=batch, method="percentile", confidence_level=LEVEL,
-                          random_state=np.random.default_rng(seed))
+    with warnings.catch_warnings():  # a degenerate distribution shows in the estimate (a zero-width or NaN interval)
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        res = stats.bootstrap((np.arange(n),), lambda idx, axis=-1: on(np.moveaxis(idx, axis, -1)), vectorized=True,
+                              n_resamples=n_resamples, batch=batch, method="percentile", confidence_level=LEVEL,
+                              random_state=np.random.default_rng(seed))
     point = on(np.arange(n))
     group = f"bootstrap-{next(_GROUPS)}"
     dist = np.asarray(res.bootstrap_distribution).reshape(len(names), -1)
@@ -235,8 +237,10 @@ def correlation(x: Any, y: Any, *, method: str = "spearman", seed: int, n_resamp
     if method not in fn:
         raise InvalidInputError(f"correlation's method must be spearman or pearson, got {method!r}.")
     f = fn[method]
-    res = stats.bootstrap((x, y), f, paired=True, vectorized=False, n_resamples=n_resamples, method="percentile",
-                          confidence_level=LEVEL, random_state=np.random.default_rng(seed))
+    with warnings.catch_warnings():  # a degenerate distribution shows in the estimate (a zero-width or NaN interval)
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        res = stats.bootstrap((x, y), f, paired=True, vectorized=False, n_resamples=n_resamples, method="percentile",
+                              confidence_level=LEVEL, random_state=np.random.default_rng(seed))
     return Estimate(float(f(x, y)), np.asarray(res.bootstrap_distribution, dtype=float), "evaluation samples",
                     "bootstrap", f"bootstrap-{next(_GROUPS)}")
 
