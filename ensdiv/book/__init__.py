@@ -11,6 +11,7 @@ and nothing in the library imports it:
 - :mod:`ensdiv.book.site` — the rendered book: staging, the verdict box, the claims page, chapter summaries,
   Jupyter Book;
 - :mod:`ensdiv.book.processes` — signals and child processes;
+- :mod:`ensdiv.book.fetch` — ``ensdiv fetch``: the pretrained weights and the data a paper preset needs;
 - :mod:`ensdiv.book.cli` — the ``ensdiv`` command.
 """
 
