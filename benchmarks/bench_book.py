@@ -23,6 +23,9 @@ function), under ``rebuild_after_docstring_edit`` or ``rebuild_after_code_change
 build that finished, with nothing changed, to measure what a second ``make book`` costs without paying for
 a cold build first. ``--record KEY`` stores that one build under another key of the scale instead, e.g. a
 build after a change to the zoo's recipes (``--record rebuild_after_zoo_recipe_change --note ...``).
+
+``--change ... --executed-only`` times ``ensdiv run`` over the pages that already have an executed copy instead of
+``ensdiv book`` (a partly built book, e.g. one stopped before its slowest chapters).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import argparse
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -55,6 +59,24 @@ def build(scale: str, cache: Path, build_dir: Path) -> dict:
     timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
     return {"seconds": round(seconds, 1), "exit_code": proc.returncode, "load_avg_1min_before": round(load_before, 2),
             "load_avg_1min_after": round(os.getloadavg()[0], 2), **timings}
+
+
+def run_pages(scale: str, cache: Path, build_dir: Path) -> dict:
+    """``ensdiv run`` over every page that has an executed copy in ``build_dir`` (a partly built book): what a
+    rebuild of those pages costs, in the shape :func:`build` returns."""
+    executed = build_dir / "executed" / scale
+    pages = sorted(p.relative_to(executed).as_posix() for p in executed.rglob("*.ipynb") if ".partial-" not in p.name)
+    env = {**os.environ, "ENSDIV_CACHE": str(cache), "ENSDIV_BUILD": str(build_dir), "ENSDIV_PROGRESS": "lines"}
+    load_before = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "ensdiv.book.cli", "run", "--scale", scale, *pages], cwd=ROOT,
+                          env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    rows = [{"notebook": m.group(2), "status": "cached" if m.group(1) == "cached" else "ok",
+             "seconds": float(m.group(3) or 0)}
+            for m in re.finditer(r"\[(cached|ok)\s*\] (\S+)(?: in ([\d.]+) s)?", proc.stdout)]
+    return {"seconds": round(seconds, 1), "exit_code": proc.returncode, "load_avg_1min_before": round(load_before, 2),
+            "load_avg_1min_after": round(os.getloadavg()[0], 2), "pages": len(pages), "notebooks": rows}
 
 
 #: Where ``--change`` stores its build in ``book.json``.
@@ -90,9 +112,10 @@ def pages_that_ran(executed: Path, file: Path, function: str) -> list[str]:
     return found
 
 
-def rebuild_after_change(how: str, target: str) -> dict:
-    """Edit one function (:func:`edited`), time one cpu build, restore the file; which pages re-ran against
-    the pages predicted to."""
+def rebuild_after_change(how: str, target: str, *, executed_only: bool = False) -> dict:
+    """Edit one function (:func:`edited`), time one cpu build (with ``executed_only``, :func:`run_pages` over the
+    pages already executed instead of ``ensdiv book``), restore the file; which pages re-ran against the pages
+    predicted to."""
     from ensdiv.paths import build_dir
     from ensdiv.store import default_store
 
@@ -103,7 +126,7 @@ def rebuild_after_change(how: str, target: str) -> dict:
     predicted = pages_that_ran(executed, file, function) if how == "code" else []
     file.write_text(edited(original, function, how))
     try:
-        row = build("cpu", Path(default_store().root), build_dir())
+        row = (run_pages if executed_only else build)("cpu", Path(default_store().root), build_dir())
     finally:
         file.write_text(original)
     ran = [n["notebook"].removeprefix("notebooks/") for n in row.get("notebooks", []) if n["status"] != "cached"]
@@ -158,10 +181,12 @@ def main() -> None:
                         help="time a cpu rebuild after editing one function's docstring or code (--target)")
     parser.add_argument("--target", default="ensdiv/metrics/diversity.py:disagreement", metavar="FILE:FUNCTION",
                         help="with --change: the top-level function to edit")
+    parser.add_argument("--executed-only", action="store_true",
+                        help="with --change: `ensdiv run` the pages already executed, not the whole book")
     args = parser.parse_args()
     out = ROOT / "benchmarks" / "results" / "book.json"
     if args.change:
-        row = rebuild_after_change(args.change, args.target)
+        row = rebuild_after_change(args.change, args.target, executed_only=args.executed_only)
         if args.note:
             row["note"] = args.note
         key = CHANGE_KEYS[args.change]
