@@ -52,6 +52,7 @@ def book(tmp_path_factory):
     (src / "book").mkdir(parents=True)
     shutil.copy(ROOT / "_config.yml", src / "_config.yml")
     shutil.copy(ROOT / "book" / "references.bib", src / "book" / "references.bib")
+    shutil.copytree(ROOT / "book" / "_static", src / "book" / "_static")  # the book's CSS: verdict box, badges
     (src / "_toc.yml").write_text("format: jb-book\nroot: book/sed\nchapters:\n- file: book/claims\n"
                                   f"- file: {PAGE}\n- file: notebooks/sed/broken\n")
     (src / "book" / "claims.md").write_text("# Claims at a glance\n\nplaceholder\n")

@@ -114,3 +114,22 @@ def test_repository_buttons_only_with_a_real_repository(tmp_path, monkeypatch):
     on = yaml.safe_load(book_config(project_root() / "_config.yml", tmp_path).read_text())
     assert on["repository"]["url"] == "https://example.org/ensdiv" and on["html"]["use_repository_button"] is True
     assert on["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+
+
+def test_style_sheets_named_only_when_the_book_has_them(tmp_path):
+    """A book without ``book/_static/ensdiv.css`` must not link it (the browser reported a 404 in CI)."""
+    import shutil
+
+    import yaml
+
+    from ensdiv.book.site import book_config
+    from ensdiv.paths import project_root
+
+    shutil.copy(project_root() / "_config.yml", tmp_path / "_config.yml")
+    bare = yaml.safe_load(book_config(tmp_path / "_config.yml", tmp_path / "out").read_text())
+    assert "ensdiv.css" not in bare["sphinx"]["config"]["html_css_files"]
+    assert "_ensdiv_static" in bare["sphinx"]["config"]["html_static_path"]
+    (tmp_path / "book" / "_static").mkdir(parents=True)
+    (tmp_path / "book" / "_static" / "ensdiv.css").write_text("main {}\n")
+    styled = yaml.safe_load(book_config(tmp_path / "_config.yml", tmp_path / "out").read_text())
+    assert styled["sphinx"]["config"]["html_css_files"][-1] == "ensdiv.css"

@@ -57,7 +57,9 @@ def book_config(src: Path, out_dir: Path, *, local_mathjax: bool = False) -> Pat
     sphinx = dict(cfg.get("sphinx") or {})
     config = dict(sphinx.get("config") or {})
     config["html_static_path"] = [*config.get("html_static_path", []), _STATIC]
-    config["html_css_files"] = [*config.get("html_css_files", []), *BOOK_CSS]
+    # only the style sheets the site stages (a book without ``book/_static`` would ask for a missing file)
+    styles = [name for name in BOOK_CSS if (src.parent / "book" / "_static" / name).is_file()]
+    config["html_css_files"] = [*config.get("html_css_files", []), *styles]
     if local_mathjax:  # a relative mathjax_path is read below the static folders
         config["mathjax_path"] = f"mathjax/{_MATHJAX_ENTRY}"
     sphinx["config"] = config
