@@ -414,3 +414,28 @@ def test_resumed_recipe_reports_the_whole_history(tmp_path):
     train_recipe(r, store=st, progress=False, stop_after=2)
     model = train_recipe(r, store=st, progress=False)
     assert model.ensdiv_meta["fit"]["status"] == "finished" and len(model.ensdiv_meta["fit"]["history"]) == 3
+
+
+def test_a_models_own_training_loss_runs_under_the_mixed_precision_autocast():
+    """Under ``bf16-mixed`` the convolutions of a model with ``training_loss`` (Packed-Ensembles) compute in
+    bfloat16 as those of a plain model do; in one process Fabric does not route a marked method through its
+    autocast, and such models trained in float32 (found by benchmarks/bench_gpu.py on an H100)."""
+    seen: dict[str, list] = {}
+    for name in ("test_packed", "test_cnn"):
+        torch.manual_seed(0)
+        model = create_model(name, num_classes=3, img_size=8)
+        assert hasattr(model, "training_loss") == (name == "test_packed")
+        conv = next(m for m in model.modules() if isinstance(m, nn.Conv2d))
+        seen[name] = []
+        conv.register_forward_hook(lambda mod, i, o, s=seen[name]: s.append(o.dtype) if mod.training else None)
+        fit(model, _toy(), Optim(epochs=1, batch_size=16), accelerator="cpu", precision="bf16-mixed",
+            progress=False)
+        assert model.ensdiv_fit.status == "finished"
+    assert set(seen["test_packed"]) == {torch.bfloat16} and set(seen["test_cnn"]) == {torch.bfloat16}
+    # the float32 default stays float32
+    seen32: list = []
+    model = create_model("test_packed", num_classes=3, img_size=8)
+    conv = next(m for m in model.modules() if isinstance(m, nn.Conv2d))
+    conv.register_forward_hook(lambda mod, i, o: seen32.append(o.dtype) if mod.training else None)
+    fit(model, _toy(), Optim(epochs=1, batch_size=16), accelerator="cpu", progress=False)
+    assert set(seen32) == {torch.float32}

@@ -23,6 +23,7 @@ returned model carries a :class:`FitReport` as ``model.ensdiv_fit`` (how the cal
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -163,6 +164,10 @@ def fit(
         raise EnsdivError(f"batch_size {batch_size} must be a multiple of the {world} DDP processes.")
     num_classes = max(int(train_set.y.max()) + 1, train_set.num_classes)
     aug = BatchAugment(augment, num_classes=num_classes, label_smoothing=optim.label_smoothing, pad=crop_pad)
+    # a model's own training_loss runs under the precision's autocast: Fabric routes a marked method through
+    # forward (and its autocast) only when a strategy wraps the module (DDP), so in one process it would
+    # otherwise train in float32 under "bf16-mixed" (benchmarks/bench_gpu.py found it: 2.7x the memory)
+    own_loss = loss_fn is None and hasattr(model, "training_loss")
     loss_fn = loss_fn or _default_loss(aug, optim.label_smoothing)
     base = model
     if channels_last:
@@ -192,6 +197,7 @@ def fit(
         mininterval=1.0,
     )
     x_all, y_all = train_set.x, train_set.y
+    pinned = fabric.device.type == "cuda"
     done = 0
     stop = on_diverge == "stop"
     good = cpu_state(base) if stop else None  # the weights of the last finished epoch
@@ -207,6 +213,8 @@ def fit(
         for step in range(steps):
             idx = perm[step * gb : (step + 1) * gb][rank::world]
             x, y = aug(x_all[idx], y_all[idx], gen)
+            if pinned:  # a page-locked batch is copied while the GPU still runs the previous step's update
+                x, y = x.pin_memory(), y.pin_memory()
             x, y = x.to(fabric.device, non_blocking=True), y.to(fabric.device, non_blocking=True)
             if channels_last and x.dim() == 4:
                 x = x.contiguous(memory_format=torch.channels_last)
@@ -216,18 +224,20 @@ def fit(
                     milestones=tuple(m / epochs for m in optim.milestones), decay=optim.lr_decay
                 )
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(wrapped, x, y)
-            if not _all_finite(fabric, loss, world):
+            with fabric.autocast() if own_loss else contextlib.nullcontext():
+                loss = loss_fn(wrapped, x, y)
+            finite, value = _read_loss(fabric, loss, world)
+            if not finite:
                 if not stop:
                     raise EnsdivError(
-                        f"Training diverged (loss {loss.item()}) at epoch {epoch + 1}; "
+                        f"Training diverged (loss {value}) at epoch {epoch + 1}; "
                         f"lower the learning rate {lr}."
                     )
                 diverged = {"diverged_epoch": epoch + 1, "diverged_step": epoch * steps + step + 1, "cause": "loss"}
                 break
             fabric.backward(loss)
             opt.step()
-            last_finite = float(loss.detach())
+            last_finite = value
             running += last_finite
             bar.update(1)
             if step % 20 == 0:
@@ -267,12 +277,19 @@ def fit(
     return base
 
 
-def _all_finite(fabric, loss: torch.Tensor, world: int) -> bool:
-    """Whether the loss is finite on every rank (one all-reduce of a flag under DDP)."""
-    bad = (~torch.isfinite(loss.detach())).float().reshape(())
+def _read_loss(fabric, loss: torch.Tensor, world: int) -> tuple[bool, float]:
+    """``(finite on every rank, this rank's loss)``, read in one device-to-host transfer.
+
+    This is the step's one synchronisation, taken before the backward pass is queued (one all-reduce of
+    a flag under DDP): reading the loss after ``opt.step()`` instead would make the host wait for the
+    whole update before it prepares the next batch (``benchmarks/bench_gpu.py`` measured that wait).
+    """
+    value = loss.detach().float().reshape(())
+    bad = (~torch.isfinite(value)).float()
     if world > 1:
         bad = fabric.all_reduce(bad, reduce_op="sum")
-    return not bool(bad)
+    read, flag = torch.stack([value, bad.reshape(())]).tolist()
+    return flag == 0, read
 
 
 @torch.no_grad()
