@@ -7,11 +7,10 @@ from __future__ import annotations
 import re
 import shutil
 
-import numpy as np
 import pytest
 import timm
 import torch
-from PIL import Image
+from fake_images import write_jpegs
 from safetensors.torch import save_file
 
 import ensdiv as ed
@@ -30,25 +29,18 @@ TINY = {"embed_dim": 16, "depth": 2, "num_heads": 2}  # vit_tiny_patch16_224 shr
 WNIDS = [w for w in _timm_list("imagenet_r_synsets.txt")][:3]  # three IN-R classes (also ImageNet-1k classes)
 
 
-def _images(folder, n, seed):
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    for i in range(n):
-        Image.fromarray(rng.integers(0, 256, (40 + 4 * i, 48, 3), dtype=np.uint8)).save(folder / f"img{i}.JPEG")
-
-
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     """ImageNet train/val, an IN-R subset of 3 wnids and a flat iNaturalist folder in $ENSDIV_DATA, a tiny
     ViT's "pretrained" weights in place of timm's cache, and a fresh cache."""
     root = tmp_path / "data"
     for k, w in enumerate(WNIDS):
-        _images(root / "imagenet" / "train" / w, 4, k)
-        _images(root / "imagenet" / "val" / w, 2, 10 + k)
-        _images(root / "imagenet-r" / w, 2, 20 + k)
+        write_jpegs(root / "imagenet" / "train" / w, 4, k)
+        write_jpegs(root / "imagenet" / "val" / w, 2, 10 + k)
+        write_jpegs(root / "imagenet-r" / w, 2, 20 + k)
     for sub in ("imagenet/train", "imagenet/val", "imagenet-r"):  # 3 of the classes: a declared subset
         declare_class_subset(root / sub, WNIDS)
-    _images(root / "iNaturalist" / "images", 5, 30)
+    write_jpegs(root / "iNaturalist" / "images", 5, 30)
     weights = {}
     for name, kw in (("vit_tiny_patch16_224", TINY), ("full", {})):
         torch.manual_seed(0)

@@ -7,6 +7,7 @@ train; :func:`train_recipe` trains it once and caches it; :func:`fit` is the loo
 
 from ensdiv.train import probe  # noqa: F401 - ed.train.probe: linear probes on frozen features
 from ensdiv.train.augment import BatchAugment
+from ensdiv.train.batches import LoaderBatches, training_transform
 from ensdiv.train.build import build_model, load_training_set, model_cache_config, train_recipe
 from ensdiv.train.engine import derive_seed, lr_factor, make_fabric, make_optimizer, seed_everything
 from ensdiv.train.frameworks import SimCLR, pretrain_and_probe, set_classifier, simclr_views
@@ -29,6 +30,8 @@ from ensdiv.train.recipes import (
 )
 
 __all__ = [
+    "LoaderBatches",
+    "training_transform",
     "AUGMENTATIONS",
     "METHODS",
     "OPTIMIZERS",

@@ -17,18 +17,26 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from ensdiv.data.paper.stream import is_stream_set
 from ensdiv.data.registry import TensorSet, get_dataset
 from ensdiv.errors import EnsdivError, InvalidInputError
 from ensdiv.models.registry import create_model
 from ensdiv.models.stack import BackboneWithHeads, HeadStack
 from ensdiv.progress import line
 from ensdiv.store import Store, config_key, default_store
+from ensdiv.train.batches import LoaderBatches
 from ensdiv.train.engine import derive_seed
 from ensdiv.train.frameworks import build_joint, distillation_loss, joint_loss, pretrain_and_probe, train_heads
 from ensdiv.train.keys import TRAIN_VERSION, model_cache_config
 from ensdiv.train.loop import ON_DIVERGE, cpu_state, fit
 from ensdiv.train.recipes import Distill, Heads, Joint, Pretrain, Recipe
-from ensdiv.train.stream import is_stream_recipe, train_stream_heads
+from ensdiv.train.stream import (
+    STREAM_SHAPE,
+    is_stream_recipe,
+    stream_training_batches,
+    stream_training_files,
+    train_stream_heads,
+)
 
 __all__ = ["train_recipe", "build_model", "load_training_set", "model_cache_config", "TRAIN_VERSION"]
 
@@ -146,11 +154,21 @@ def train_recipe(
         model.ensdiv_meta = dict(payload["meta"])
         return model.eval()
     store.check_writable()  # an unusable cache folder is one sentence now, not after the training
-    data = load_training_set(recipe)
-    shape = _shape_of(data)
+    method = recipe.method
+    data: TensorSet | LoaderBatches
+    if is_stream_set(recipe.data.dataset):  # image folders too large for memory: read by DataLoader workers
+        if isinstance(method, Pretrain):
+            raise InvalidInputError(
+                f"{recipe.label!r}: pre-training and probing reads its set into memory; {recipe.data.dataset!r} "
+                "is read from image folders, which only supervised, distilled and jointly trained recipes do.")
+        shape = dict(STREAM_SHAPE)
+        # the model's own timm training transform: its input size, interpolation, mean and std
+        data = stream_training_batches(recipe, build_model(recipe, **shape), stream_training_files(recipe))
+    else:
+        data = load_training_set(recipe)
+        shape = _shape_of(data)
     run = dict(progress=progress, accelerator=accelerator, precision=precision)
     t0 = time.perf_counter()
-    method = recipe.method
     report: dict | None = None  # the fit report of the recipes on_diverge applies to
     if isinstance(method, Pretrain):
         model = pretrain_and_probe(recipe, data, shape, build_model, store=store, **run)
@@ -192,7 +210,8 @@ def train_recipe(
     return model.eval()
 
 
-def _fit_with_checkpoints(recipe: Recipe, model: nn.Module, data: TensorSet, cfg: dict, store: Store,
+def _fit_with_checkpoints(recipe: Recipe, model: nn.Module, data: TensorSet | LoaderBatches, cfg: dict,
+                          store: Store,
                           loss_fn: Any, t0: float, stop_after: int | None, run: dict, on_diverge: str = "raise"
                           ) -> tuple[bool, float, dict]:
     """Train with one checkpoint per finished epoch (only the last kept); resume from the newest.

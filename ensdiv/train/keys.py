@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ensdiv.data.paper.stream import is_stream_set, stream_files_fingerprint
 from ensdiv.data.registry import dataset_names, registered_fingerprint
 from ensdiv.models.registry import is_registered, model_info
-from ensdiv.train.recipes import Recipe
+from ensdiv.train.recipes import Heads, Recipe
 
 __all__ = ["TRAIN_VERSION", "model_cache_config"]
 
@@ -31,16 +32,22 @@ def _datasets_of(node: Any, found: set[str]) -> set[str]:
     return found
 
 
-def model_cache_config(recipe: Recipe) -> dict[str, Any]:
+def model_cache_config(recipe: Recipe, *, trained: bool = True) -> dict[str, Any]:
     """The store config of the trained model of ``recipe`` (also keys its predictions).
 
     Holds the engine version, the recipe's key, the content fingerprint of every registered training
-    set it reads (:func:`ensdiv.data.registry.registered_fingerprint`: other data, other model) and,
+    set it reads (:func:`ensdiv.data.registry.registered_fingerprint`: other data, other model; for a
+    full model on a stream set such as ``imagenet/train``, its files and labels:
+    :func:`ensdiv.data.paper.stream.stream_files_fingerprint`, unless ``trained=False``: a pretrained
+    backbone used frozen, never trained on its set) and,
     when not 1, the registered model's code version.
     """
     key = recipe.key()
     names = set(dataset_names())
     data = {n: registered_fingerprint(n) for n in sorted(_datasets_of(key, set())) if n in names}
+    if trained and is_stream_set(recipe.data.dataset) and not isinstance(recipe.method, Heads):
+        # a full model trained on image folders (heads on them are keyed by train.stream.stream_model_config)
+        data[recipe.data.dataset] = stream_files_fingerprint(recipe.data.dataset)
     cfg: dict[str, Any] = {"version": TRAIN_VERSION, "recipe": key, "data": data}
     if is_registered(recipe.model.name):
         version = model_info(recipe.model.name).version

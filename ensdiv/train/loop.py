@@ -35,6 +35,7 @@ from ensdiv.data.registry import TensorSet
 from ensdiv.errors import EnsdivError, InvalidInputError
 from ensdiv.progress import bar as progress_bar
 from ensdiv.train.augment import BatchAugment
+from ensdiv.train.batches import LoaderBatches, MemoryBatches, as_batches
 from ensdiv.train.engine import LossFn, derive_seed, lr_factor, make_fabric, make_optimizer, seed_everything
 from ensdiv.train.recipes import Optim
 
@@ -93,7 +94,7 @@ def _default_loss(aug: BatchAugment, label_smoothing: float) -> LossFn:
 
 def fit(
     model: nn.Module,
-    train_set: TensorSet,
+    train_set: TensorSet | LoaderBatches,
     optim: Optim,
     *,
     seed: int = 0,
@@ -115,7 +116,8 @@ def fit(
     Args:
         model: any ``nn.Module`` mapping (B, C, H, W) images to (B, K) logits, or defining
             ``training_loss(x, y)``.
-        train_set: in-memory training set.
+        train_set: an in-memory training set, or a :class:`~ensdiv.train.batches.LoaderBatches` reading
+            image files (ImageNet-layout folders) through worker processes; the same loop trains on both.
         optim: epochs, batch, optimiser, learning rate and schedule, weight decay, label smoothing
             (:class:`~ensdiv.train.Optim`).
         seed: the data-order seed: data order, augmentation and dropout (not the initialisation:
@@ -153,17 +155,17 @@ def fit(
     """
     if on_diverge not in ON_DIVERGE:
         raise InvalidInputError(f"on_diverge must be 'raise' or 'stop', got {on_diverge!r}.")
-    n = len(train_set)
+    source = as_batches(train_set)
+    n = len(source)
     if n == 0:
-        raise EnsdivError(f"Cannot train on the empty dataset {train_set.name!r}.")
-    _check_shapes(model, train_set)
+        raise EnsdivError(f"Cannot train on the empty dataset {source.name!r}.")
+    _check_shapes(model, source)
     fabric = make_fabric(accelerator, precision)
     world, rank = fabric.world_size, fabric.global_rank
     epochs, lr, batch_size = optim.epochs, optim.lr, optim.batch_size
     if batch_size % world:
         raise EnsdivError(f"batch_size {batch_size} must be a multiple of the {world} DDP processes.")
-    num_classes = max(int(train_set.y.max()) + 1, train_set.num_classes)
-    aug = BatchAugment(augment, num_classes=num_classes, label_smoothing=optim.label_smoothing, pad=crop_pad)
+    aug = BatchAugment(augment, num_classes=source.num_classes, label_smoothing=optim.label_smoothing, pad=crop_pad)
     # a model's own training_loss runs under the precision's autocast: Fabric routes a marked method through
     # forward (and its autocast) only when a strategy wraps the module (DDP), so in one process it would
     # otherwise train in float32 under "bf16-mixed" (benchmarks/bench_gpu.py found it: 2.7x the memory)
@@ -196,7 +198,6 @@ def fit(
         disable=not progress or rank != 0,
         mininterval=1.0,
     )
-    x_all, y_all = train_set.x, train_set.y
     pinned = fabric.device.type == "cuda"
     done = 0
     stop = on_diverge == "stop"
@@ -205,15 +206,14 @@ def fit(
     last_finite: float | None = None
     diverged: dict | None = None
     for epoch in range(start, epochs):
-        perm = torch.randperm(n, generator=torch.Generator().manual_seed(derive_seed(seed, epoch)))
         gen = torch.Generator().manual_seed(derive_seed(seed, epoch, rank, 1))
         seed_everything(derive_seed(seed, epoch, rank, 2))
         wrapped.train()
         running = 0.0
-        for step in range(steps):
-            idx = perm[step * gb : (step + 1) * gb][rank::world]
-            x, y = aug(x_all[idx], y_all[idx], gen)
-            if pinned:  # a page-locked batch is copied while the GPU still runs the previous step's update
+        batches = source.epoch(seed=seed, epoch=epoch, global_batch=gb, steps=steps, rank=rank, world=world,
+                               aug=aug, gen=gen)
+        for step, (x, y) in enumerate(batches):
+            if pinned and not x.is_pinned():  # page-locked: copied while the GPU still runs the last update
                 x, y = x.pin_memory(), y.pin_memory()
             x, y = x.to(fabric.device, non_blocking=True), y.to(fabric.device, non_blocking=True)
             if channels_last and x.dim() == 4:
@@ -293,30 +293,31 @@ def _read_loss(fabric, loss: torch.Tensor, world: int) -> tuple[bool, float]:
 
 
 @torch.no_grad()
-def _check_shapes(model: nn.Module, data: TensorSet) -> None:
-    """One-sentence errors for a model whose input channels or classes do not fit ``data``."""
+def _check_shapes(model: nn.Module, source: MemoryBatches | LoaderBatches) -> None:
+    """One-sentence errors for a model whose input channels or classes do not fit the set of ``source``."""
+    x, _ = source.sample(2)
     first = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
-    if first is not None and first.in_channels != data.x.shape[1]:
+    if first is not None and first.in_channels != x.shape[1]:
         raise EnsdivError(
-            f"The model takes {first.in_channels}-channel images but {data.name!r} has {data.x.shape[1]} "
-            f"channels; create it with in_chans={data.x.shape[1]}."
+            f"The model takes {first.in_channels}-channel images but {source.name!r} has {x.shape[1]} "
+            f"channels; create it with in_chans={x.shape[1]}."
         )
     was_training = model.training
     model.eval()
     try:
-        out = model(data.x[:2])
+        out = model(x)
     except RuntimeError as exc:
         raise EnsdivError(
-            f"The model cannot take {data.name!r} images shaped {tuple(data.x.shape[1:])} ({exc}); "
+            f"The model cannot take {source.name!r} images shaped {tuple(x.shape[1:])} ({exc}); "
             "create it with matching in_chans and img_size."
         ) from None
     finally:
         model.train(was_training)
     out = out[0] if isinstance(out, tuple | list) else out
-    n_cls = int(data.y.max()) + 1
+    n_cls = source.max_label + 1
     if out.shape[-1] < n_cls:
         raise EnsdivError(
-            f"The model outputs {out.shape[-1]} classes but {data.name!r} has labels up to {n_cls - 1}; "
+            f"The model outputs {out.shape[-1]} classes but {source.name!r} has labels up to {n_cls - 1}; "
             f"create it with num_classes={n_cls}."
         )
 

@@ -19,6 +19,7 @@ paper preset) and an unlabeled OOD set that is not itself a stream set.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -31,20 +32,28 @@ from torch.utils.data import DataLoader, Subset
 
 from ensdiv import losses
 from ensdiv.data.paper.imagenet import imagenet_wnids
-from ensdiv.data.paper.stream import is_stream_set, open_stream_set, stream_fingerprint, transform_config
+from ensdiv.data.paper.stream import (
+    is_stream_set,
+    open_stream_set,
+    stream_files,
+    stream_fingerprint,
+    transform_config,
+)
 from ensdiv.data.registry import subset_indices
 from ensdiv.errors import InvalidInputError
 from ensdiv.models.registry import create_model
 from ensdiv.models.stack import BackboneWithHeads, HeadStack, cut_features
 from ensdiv.progress import line
 from ensdiv.store import Store, config_key, default_store
+from ensdiv.train.batches import LoaderBatches, training_transform
 from ensdiv.train.frameworks import fit_heads, joint_loss, make_heads
 from ensdiv.train.keys import model_cache_config
 from ensdiv.train.loop import cpu_state
 from ensdiv.train.recipes import Heads, Recipe
 
-__all__ = ["SHARD_SIZE", "is_stream_recipe", "stream_backbone", "backbone_data_config", "stream_features",
-           "stream_model_config", "train_stream_heads"]
+__all__ = ["SHARD_SIZE", "STREAM_SHAPE", "is_stream_recipe", "stream_backbone", "backbone_data_config",
+           "stream_features", "stream_model_config", "train_stream_heads", "stream_training_files",
+           "stream_training_batches"]
 
 #: images per cached shard of a streamed feature pass
 SHARD_SIZE = 50_000
@@ -70,7 +79,7 @@ def stream_backbone(recipe: Recipe) -> tuple[nn.Module, dict[str, Any]]:
         raise InvalidInputError(
             f"Paper-scale sets are read through a pretrained timm backbone, got {recipe.model.name!r} without "
             "pretrained weights; use Recipe.make(model=<timm name>, pretrained=True).")
-    cfg = model_cache_config(recipe)
+    cfg = model_cache_config(recipe, trained=False)  # used as built: its set's files do not key it
     memo = config_key(cfg)
     if memo not in _BACKBONES:
         model = create_model(recipe.model.name, num_classes=1000, in_chans=3, img_size=224, pretrained=True,
@@ -254,3 +263,39 @@ def train_stream_heads(recipe: Recipe, *, store: Store | None = None, progress: 
     model = BackboneWithHeads(backbone, heads).eval()
     model.ensdiv_meta = meta
     return model
+
+
+# ---- full models trained on a stream set (the same fit as in-memory sets; only the batch source differs) ----
+#: the shape a full model trained on an ImageNet-labelled stream set is built with (its transform decides the
+#: input size it is fed: :func:`ensdiv.train.batches.training_transform`)
+STREAM_SHAPE = {"num_classes": 1000, "in_chans": 3, "img_size": 224}
+
+
+def stream_training_files(recipe: Recipe) -> Subset:
+    """The images a full-model recipe on a stream set trains on: its subset of ``DataSpec.dataset``, drawn as
+    :meth:`~ensdiv.data.TensorSet.subset` draws, not yet given a transform (the files and labels key the
+    model: :func:`ensdiv.train.keys.model_cache_config`).
+
+    Raises:
+        InvalidInputError: the set has unlabelled images or labels outside ImageNet's 1000 classes.
+        DataNotFoundError: the folder is missing (one sentence naming it).
+    """
+    name = recipe.data.dataset
+    dataset = stream_files(name)
+    targets = torch.as_tensor(list(getattr(dataset, "targets", [])), dtype=torch.long)
+    if len(targets) and (targets.min() < 0 or targets.max() >= STREAM_SHAPE["num_classes"]):
+        raise InvalidInputError(f"{name!r} is not labelled with ImageNet's 1000 classes, so no full model can "
+                                "be trained on it.")
+    idx = subset_indices(len(dataset), recipe.data.subset, seed=recipe.seeds.subset).tolist()
+    return Subset(dataset, idx)
+
+
+def stream_training_batches(recipe: Recipe, model: nn.Module, files: Subset, *, num_workers: int | None = None
+                            ) -> LoaderBatches:
+    """The batch source of ``files`` (:func:`stream_training_files`) for ``model``: each image transformed by
+    the model's own timm training transform (:func:`~ensdiv.train.batches.training_transform`), read by
+    DataLoader workers."""
+    base = copy.copy(files.dataset)  # the same file list, another transform
+    base.transform = training_transform(model)
+    return LoaderBatches(Subset(base, files.indices), name=recipe.data.dataset,
+                         num_classes=STREAM_SHAPE["num_classes"], num_workers=num_workers)

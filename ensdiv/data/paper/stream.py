@@ -43,7 +43,8 @@ from ensdiv.data.paper import sets
 from ensdiv.data.paper.imagenet import imagenet_train
 from ensdiv.errors import InvalidInputError, unknown_name
 
-__all__ = ["STREAM_SETS", "is_stream_set", "open_stream_set", "stream_fingerprint", "transform_config"]
+__all__ = ["STREAM_SETS", "is_stream_set", "open_stream_set", "stream_fingerprint", "stream_files",
+           "stream_files_fingerprint", "transform_config"]
 
 #: family -> (its folder below $ENSDIV_DATA, loader(root, data_config, *name parts))
 STREAM_SETS: dict[str, tuple[str, Any]] = {
@@ -84,6 +85,17 @@ def transform_config(data_config: Mapping[str, Any] | None) -> dict[str, Any]:
             for k, v in sorted((data_config or {}).items()) if k in _TRANSFORM_KEYS}
 
 
+def _root_of(name: str) -> Path:
+    """The folder of the stream set ``name`` below ``$ENSDIV_DATA``."""
+    parsed = _split(name)
+    if parsed is None:
+        raise unknown_name("paper-scale stream set", name, [*STREAM_SETS, "imagenet-c/<corruption>/<severity>"])
+    home = Path(data_home())
+    sub = STREAM_SETS[parsed[0]][0]
+    # only ImageNet train/val may lie in $ENSDIV_DATA itself: the OOD loaders would take any image below it
+    return home if sub == "imagenet" and not (home / sub).is_dir() else home / sub
+
+
 def open_stream_set(name: str, *, data_config: Mapping[str, Any] | None = None) -> Dataset:
     """The set ``name`` from ``$ENSDIV_DATA``, transformed by :func:`ensdiv.data.paper.eval_transform` of
     ``data_config`` (a timm data config; ``None``: 224 px, ImageNet mean/std). Opened once per process,
@@ -93,14 +105,9 @@ def open_stream_set(name: str, *, data_config: Mapping[str, Any] | None = None) 
         UnknownNameError: not a stream set name (the message lists them).
         DataNotFoundError: the folder is missing or mis-laid-out (one sentence from the loader).
     """
-    parsed = _split(name)
-    if parsed is None:
-        raise unknown_name("paper-scale stream set", name, [*STREAM_SETS, "imagenet-c/<corruption>/<severity>"])
-    family, parts = parsed
-    home = Path(data_home())
-    sub, loader = STREAM_SETS[family]
-    # only ImageNet train/val may lie in $ENSDIV_DATA itself: the OOD loaders would take any image below it
-    root = home if sub == "imagenet" and not (home / sub).is_dir() else home / sub
+    root = _root_of(name)
+    family, parts = _split(name)
+    loader = STREAM_SETS[family][1]
     memo = json.dumps([name, str(root), transform_config(data_config)])
     if memo not in _OPENED:
         _OPENED[memo] = loader(root, dict(data_config) if data_config else None, *parts)
@@ -123,3 +130,27 @@ def stream_fingerprint(name: str, dataset: Dataset, data_config: Mapping[str, An
     for p, t in zip(paths, targets, strict=True):
         h.update(f"{p[cut:]}\t{int(t)}\n".encode())
     return h.hexdigest()
+
+
+_FILE_KEYS: dict[str, str] = {}
+
+
+def stream_files(name: str) -> Dataset:
+    """The set ``name`` as already opened by :func:`open_stream_set` with any transform (its files and labels
+    are the same whatever the transform; listing ImageNet train takes a while), else opened with the default
+    one. A caller that reads images sets its own transform on a copy."""
+    root = str(_root_of(name))
+    opened = [ds for key, ds in _OPENED.items() if json.loads(key)[:2] == [name, root]]
+    return opened[0] if opened else open_stream_set(name)
+
+
+def stream_files_fingerprint(name: str) -> str:
+    """:func:`stream_fingerprint` of the set ``name`` with no transform named: its files and labels, whatever
+    transform a model reads them through (the key of a full model trained on the set). Computed once per
+    process and ``$ENSDIV_DATA``."""
+    dataset = stream_files(name)
+    files = getattr(dataset, "files", [])
+    memo = json.dumps([name, str(files[0]) if len(files) else "", len(dataset)])
+    if memo not in _FILE_KEYS:
+        _FILE_KEYS[memo] = stream_fingerprint(name, dataset, None)
+    return _FILE_KEYS[memo]
