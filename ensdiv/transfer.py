@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 
 from ensdiv.attacks import PGD_DEFAULTS, run_attack
+from ensdiv.data.paper.tensors import PipelineSets
 from ensdiv.data.registry import TensorSet, get_dataset
 from ensdiv.errors import EnsdivError
 from ensdiv.metrics.similarity import SAT_EPS, sat_score, sat_score_one_side
@@ -116,20 +117,65 @@ def _resolve_models(models: Sequence[Any], names: Sequence[str] | None):
     return list(recipes), list(names)
 
 
-def _resolve_data(dataset: Any, subsample: int | None, seed: int):
-    if isinstance(dataset, str):
-        data = get_dataset(dataset)
-        key = dataset
-    elif isinstance(dataset, TensorSet):
-        data, key = dataset, f"{dataset.name}#{dataset_fingerprint(dataset)[:16]}"
-    else:
-        raise EnsdivError(
-            f"sat_matrix needs a dataset name or an ed.data.TensorSet, got a {type(dataset).__name__}."
-        )
-    data = data.subset(subsample, seed=seed)
-    if len(data) == 0:
-        raise EnsdivError("The evaluation set is empty; SAT needs at least one image.")
-    return data, {"dataset": key, "subsample": int(subsample or 0), "subset_seed": int(seed)}
+class _EvalSets:
+    """The images each model is evaluated and attacked on: one set shared by every model (a name or a
+    :class:`~ensdiv.data.TensorSet`), or each model's own framing of the same images (a
+    :class:`~ensdiv.data.paper.PipelineSets`, chosen by the model's ``ensdiv_pipeline``; the last framing
+    built is kept). ``y`` and ``n`` are the same for every framing (checked)."""
+
+    def __init__(self, dataset: Any, subsample: int | None, seed: int):
+        self.subsample, self.seed = subsample, seed
+        self.pipelines: PipelineSets | None = None
+        if isinstance(dataset, PipelineSets):
+            self.pipelines, key, shared = dataset, dataset.name, None
+        elif isinstance(dataset, str):
+            key, shared = dataset, get_dataset(dataset)
+        elif isinstance(dataset, TensorSet):
+            key, shared = f"{dataset.name}#{dataset_fingerprint(dataset)[:16]}", dataset
+        else:
+            raise EnsdivError(
+                "sat_matrix needs a dataset name, an ed.data.TensorSet or an ed.data.paper.PipelineSets, got a "
+                f"{type(dataset).__name__}."
+            )
+        self.key = {"dataset": key, "subsample": int(subsample or 0), "subset_seed": int(seed)}
+        self._last: tuple[Any, TensorSet] | None = None
+        self._ref: TensorSet | None = None
+        if shared is not None:
+            self._ref = self._check(shared.subset(subsample, seed=seed))
+
+    def _check(self, data: TensorSet) -> TensorSet:
+        if len(data) == 0:
+            raise EnsdivError("The evaluation set is empty; SAT needs at least one image.")
+        if self._ref is not None and not torch.equal(data.y, self._ref.y):
+            raise EnsdivError(f"The framings of {self.key['dataset']!r} do not hold the same labelled images.")
+        return data
+
+    @staticmethod
+    def pipeline(model: Any) -> Any:
+        return getattr(model, "ensdiv_pipeline", None)
+
+    def of(self, model: Any) -> TensorSet:
+        """The images ``model`` sees (its own framing under a PipelineSets)."""
+        if self.pipelines is None:
+            return self._ref
+        p = self.pipeline(model)
+        if self._last is None or self._last[0] != p:
+            data = self._check(self.pipelines.for_pipeline(p).subset(self.subsample, seed=self.seed))
+            self._ref = self._ref if self._ref is not None else data
+            self._last = (p, data)
+        return self._last[1]
+
+    def order(self, models: Sequence[Any]) -> list[int]:
+        """Model indices grouped by framing (each framing is then built once)."""
+        return sorted(range(len(models)), key=lambda i: repr(self.pipeline(models[i])))
+
+    @property
+    def y(self) -> torch.Tensor:
+        return (self._ref if self._ref is not None else self.of(None)).y
+
+    @property
+    def n(self) -> int:
+        return len(self.y)
 
 
 def _load(model: Any, recipe: Any, store: Any = None) -> nn.Module:
@@ -168,12 +214,15 @@ def _adversarial(model, recipe, data, data_key, attack_cfg, store, batch_size):
     return cached("sat-adv", key, compute, store=store)["x_adv"]
 
 
-def _load_and_score_clean(models, recipes, names, data, store, batch_size):
-    """Load every model, check they share a label set, and return ``(loaded, correct (N_models, N))``."""
+def _load_and_score_clean(models, recipes, names, sets: _EvalSets, store, batch_size):
+    """Load every model, check they share a label set, and return ``(loaded, correct (N_models, N))``: each
+    model scored on the images it sees (its own framing under a PipelineSets)."""
     loaded = [_load(m, r, store) for m, r in zip(models, recipes, strict=True)]
-    clean = [_logits(m, data.x, batch_size) for m in loaded]
+    clean: list[torch.Tensor] = [torch.empty(0)] * len(loaded)
+    for i in sets.order(loaded):
+        clean[i] = _logits(loaded[i], sets.of(loaded[i]).x, batch_size)
     _check_classes(clean, names)
-    return loaded, torch.stack([lg.argmax(-1) == data.y for lg in clean])
+    return loaded, torch.stack([lg.argmax(-1) == sets.y for lg in clean])
 
 
 def _check_classes(logits: list[torch.Tensor], names: list[str]) -> None:
@@ -203,7 +252,10 @@ def sat_matrix(
     Args:
         models: ``nn.Module`` classifiers or :class:`~ensdiv.Recipe` objects (trained/loaded through
             the cache); each applies its own input pipeline (:func:`ensdiv.models.input_spec`).
-        dataset: a registered set name or a :class:`~ensdiv.data.TensorSet` of [0, 1] images.
+        dataset: a registered set name or a :class:`~ensdiv.data.TensorSet` of [0, 1] images (every model
+            sees the same images), or a :class:`~ensdiv.data.paper.PipelineSets` (each model is scored and
+            attacked on the images framed by its own evaluation pipeline, ``model.ensdiv_pipeline``; a target
+            sees a source's adversarial images resized to its resolution).
         subsample: number of images (seeded random subset; the paper uses 5,000 ImageNet val images,
             10%); ``None``/0 = all.
         attack: ``"pgd"`` (default, the paper's), ``"apgd"`` or ``"mi_fgsm"``.
@@ -221,15 +273,18 @@ def sat_matrix(
         EnsdivError: models with different numbers of classes; an empty evaluation set.
     """
     recipes, names = _resolve_models(models, names)
-    data, data_key = _resolve_data(dataset, subsample, seed)
+    sets = _EvalSets(dataset, subsample, seed)
+    data_key = sets.key
     attack_cfg = _attack_config(attack, attack_kwargs, seed)
     all_recipes = all(r is not None for r in recipes)
 
     def compute() -> dict[str, torch.Tensor]:
-        loaded, correct = _load_and_score_clean(models, recipes, names, data, store, batch_size)
-        advs = [_adversarial(m, r, data, data_key, attack_cfg, store if all_recipes else None, batch_size)
-                for m, r in zip(loaded, recipes, strict=True)]  # fmt: skip
-        n, k = len(data), len(loaded)
+        loaded, correct = _load_and_score_clean(models, recipes, names, sets, store, batch_size)
+        advs: list[torch.Tensor] = [torch.empty(0)] * len(loaded)
+        for i in sets.order(loaded):
+            advs[i] = _adversarial(loaded[i], recipes[i], sets.of(loaded[i]), data_key, attack_cfg,
+                                   store if all_recipes else None, batch_size)
+        n, k = sets.n, len(loaded)
         fooled = torch.zeros(k, k, n, dtype=torch.bool)
         for t, target in enumerate(loaded):  # one batched pass per target over all sources' images
             same_size = len({a.shape[-1] for a in advs}) == 1
@@ -237,7 +292,7 @@ def sat_matrix(
                 preds = _logits(target, torch.cat(advs), batch_size).argmax(-1).view(k, n)
             else:
                 preds = torch.stack([_logits(target, a, batch_size).argmax(-1) for a in advs])
-            fooled[:, t] = preds != data.y
+            fooled[:, t] = preds != sets.y
         return {"fooled": fooled, "correct": correct}
 
     if all_recipes:
@@ -274,12 +329,12 @@ def sat_one_side(
     """
 
     recipes, names = _resolve_models([new_model, *models], None)
-    data, data_key = _resolve_data(dataset, subsample, seed)
+    sets = _EvalSets(dataset, subsample, seed)
     attack_cfg = _attack_config(attack, attack_kwargs, seed)
-    loaded, correct = _load_and_score_clean([new_model, *models], recipes, names, data, store, batch_size)
-    x_new = _adversarial(loaded[0], recipes[0], data, data_key, attack_cfg,
+    loaded, correct = _load_and_score_clean([new_model, *models], recipes, names, sets, store, batch_size)
+    x_new = _adversarial(loaded[0], recipes[0], sets.of(loaded[0]), sets.key, attack_cfg,
                          store if recipes[0] is not None else None, batch_size)  # fmt: skip
-    fooled = torch.stack([_logits(m, x_new, batch_size).argmax(-1) != data.y for m in loaded[1:]])
+    fooled = torch.stack([_logits(m, x_new, batch_size).argmax(-1) != sets.y for m in loaded[1:]])
     both = correct[:1] & correct[1:]
     scores = sat_score_one_side(fooled, both, eps=SAT_EPS if eps is None else eps)
     return torch.as_tensor(scores, dtype=torch.float64)
@@ -310,17 +365,19 @@ def sat_by_source(
 
 
     recipes, names = _resolve_models(models, names)
-    data, data_key = _resolve_data(dataset, subsample, seed)
+    sets = _EvalSets(dataset, subsample, seed)
+    data_key = sets.key
     attack_cfg = _attack_config(attack, attack_kwargs, seed)
-    loaded, correct = _load_and_score_clean(models, recipes, names, data, store, batch_size)
+    loaded, correct = _load_and_score_clean(models, recipes, names, sets, store, batch_size)
     ids = [model_cache_config(r) if r is not None else getattr(m, "ensdiv_cache_id", None)
            for m, r in zip(models, recipes, strict=True)]  # fmt: skip
-    k, n = len(loaded), len(data)
+    k, n = len(loaded), sets.n
     fooled = torch.zeros(k, k, n, dtype=torch.bool)
-    for s in bar(range(k), desc="SAT sources", disable=k < 2):
+    for s in bar(sets.order(loaded), desc="SAT sources", disable=k < 2):
 
         def compute(s: int = s) -> dict:
-            x_adv = _adversarial(loaded[s], None, data, data_key, attack_cfg, None, batch_size)  # the row is cached
+            # the source attacked on its own framing (the row is cached)
+            x_adv = _adversarial(loaded[s], None, sets.of(loaded[s]), data_key, attack_cfg, None, batch_size)
             preds = [_logits(t, x_adv, batch_size).argmax(-1).to(torch.int16) for t in loaded]
             return {"preds": torch.stack(preds)}
 
@@ -329,6 +386,6 @@ def sat_by_source(
             preds = cached("sat-row", key, compute, store=store)["preds"]
         else:
             preds = compute()["preds"]
-        fooled[s] = preds.long() != data.y
+        fooled[s] = preds.long() != sets.y
     two, one = sat_from_fooled(fooled, correct, eps=eps)
     return SatResult(names, two, one, fooled, correct)

@@ -185,7 +185,7 @@ def test_chapter_sat_paper_scale_on_pretrained_models_matches_sat_matrix(fake_im
     assert isinstance(base, Recipe) and base.name == "resnet" and base.model.name == "resnet50"
 
     sat = ch.chapter_sat(cfg, models)
-    ref = transfer.sat_matrix(models, EVAL_SET["paper"], subsample=8, seed=0, names=["test_vit", "test_resnet"],
+    ref = transfer.sat_matrix(models, ch.sat_eval_set(cfg), subsample=8, seed=0, names=["test_vit", "test_resnet"],
                           attack_kwargs={"eps": cfg.eps, "alpha": cfg.alpha, "steps": 2})  # fmt: skip
     assert sat.names == ref.names == ["test_vit", "test_resnet"]
     assert sat.fooled.shape == (2, 2, 8) and torch.equal(sat.fooled, ref.fooled)
@@ -229,3 +229,24 @@ def test_measured_paper_matrix_compares_with_the_release(fake_imagenet, tmp_path
                                                                                                  3 - finite)
     assert out["diagonal_released"] == pytest.approx(np.diag(release.loc[as_released, as_released]).mean())
     assert out["asymmetry_measured"] == pytest.approx(0.0, abs=1e-6)  # Eq. 1 is symmetric
+
+
+def test_paper_logits_use_each_models_own_framing(fake_imagenet, tmp_path, tmp_store, monkeypatch):
+    """Fig. 2 / Fig. 3's ensemble logits at paper scale: each model on the images framed its own way (the
+    framing its SAT score was measured on), not the shared 224-px crop."""
+    files = {n: _weights(tmp_path, n, seed=k, favour=list(COUNTS))[0]
+             for k, n in enumerate(["test_vit", "test_resnet"])}  # fmt: skip
+    monkeypatch.setattr(mp, "_local_weights", files.get)
+    cfg = preset("attack-similarity/fig02_similarity_vs_err", "paper", zoo=["test_vit", "test_resnet"],
+                 subsample=8, steps=2)  # fmt: skip
+    models = ch.chapter_recipes(cfg)
+    logits = ch.chapter_logits(cfg, models)
+    sets = ch.sat_eval_set(cfg)
+    with torch.no_grad():
+        for k, m in enumerate(models):
+            framed = sets.for_pipeline(m.ensdiv_pipeline)
+            if cfg.eval_subset:
+                framed = framed.subset(cfg.eval_subset, seed=cfg.seed)
+            by_hand = forward_pixels(m.model, framed.x.to(next(m.parameters()).device)).cpu()
+            assert torch.allclose(logits[k], by_hand, atol=1e-4)
+    assert torch.equal(ch.chapter_labels(cfg), framed.y)

@@ -22,6 +22,7 @@ import timm
 import torch
 import torch.nn as nn
 
+from ensdiv.data.paper.tensors import pipeline_of
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.models.input_spec import InputSpec, forward_pixels, input_spec
 
@@ -256,6 +257,9 @@ class PixelModel(nn.Module):
         model: the wrapped model.
         ensdiv_name: display name.
         ensdiv_cache_id: what identifies the model in cache keys: its timm name, weights file name and size.
+        ensdiv_pipeline: how its evaluation images are framed (size, crop fraction, interpolation, crop mode:
+            :func:`ensdiv.data.paper.pipeline_of` of its timm data config; ``None``: the shared default). A
+            :class:`~ensdiv.data.paper.PipelineSets` hands each model the images framed its way.
     """
 
     def __init__(self, model: nn.Module, name: str):
@@ -266,6 +270,12 @@ class PixelModel(nn.Module):
         self.ensdiv_input = InputSpec(size=self.inner_spec.size)
         file = getattr(model, "ensdiv_weights", None)
         cfg = getattr(model, "pretrained_cfg", None)
+        if isinstance(cfg, dict):
+            from timm.data import resolve_data_config
+
+            self.ensdiv_pipeline = pipeline_of(resolve_data_config(model=model))
+        else:
+            self.ensdiv_pipeline = None
         arch = cfg.get("architecture") if isinstance(cfg, dict) else None
         self.ensdiv_cache_id = {
             "timm": arch or type(model).__name__,

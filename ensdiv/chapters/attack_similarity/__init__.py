@@ -7,18 +7,15 @@ The SAT engine itself (attacks, transfer matrices) is library code: :func:`ensdi
 
 Deviations at paper scale (stated, not fixed):
 
-* **One input pipeline for all 69 models.** ``imagenet/val-5k`` is one tensor set: each image's shorter
-  side resized to 256 (bilinear), centre-cropped to 224, in [0, 1]. Each model then gets its own
-  resolution and mean/std (:func:`ensdiv.models.forward_pixels`): an attack on model A is made at A's
-  native resolution and a target B sees the attacked image resized to B's, as the paper describes.
-  What timm's per-model evaluation transform (``resolve_data_config``) would also set is not applied:
-  the crop fraction (``crop_pct``: 0.875 for 22 of the 69 pinned models, 0.9-1.0 for the other 47),
-  the interpolation (bicubic for 62 of them) and a crop taken at the native resolution (21 models
-  expect 240-299 px and see the 224 crop upsampled). Only 3 of the 69 see exactly their timm
-  pipeline, so clean accuracies can differ from timm's published ones (not measured here: no
-  paper-scale run yet). A per-model pipeline would need one evaluation set per (size, crop_pct,
-  interpolation) and a mapping of each source's adversarial crop into each target's framing, which the
-  paper does not specify.
+* **Each model sees the images framed its own way; a target sees the source's framing.** At paper scale
+  SAT reads ``imagenet/val-5k``'s 5,000 images once per distinct pipeline of the 69 pinned models
+  (:func:`ensdiv.data.paper.imagenet_val_pipelines`: timm's evaluation transform of the model's data
+  config, its size, ``crop_pct``, interpolation and crop mode, without the mean/std step, which the model
+  applies). Each model's clean correctness is measured, and its attack made, on its own framing, so clean
+  accuracies follow timm's evaluation. A target B evaluates source A's adversarial images as they are,
+  resized to B's resolution (:func:`ensdiv.models.forward_pixels`): the paper says the attacked image is
+  resized for the target and does not say how to re-frame it when A and B crop differently; we do not
+  re-crop. ``X_AB`` is then "A right on A's framing and B right on B's framing" of the same image.
 * :func:`~ensdiv.chapters.attack_similarity.release.compare_with_release` (Fig. D.2's page) measures how
   far the paper-scale SAT matrix is from the released one; the pipeline above is one candidate cause of
   a gap, not tested apart.
@@ -50,8 +47,10 @@ __all__ = [
     "chapter_recipes",
     "chapter_eval_set",
     "chapter_labels",
+    "chapter_logits",
     "chapter_sat",
     "chapter_sat_one_side",
+    "sat_eval_set",
     "chapter_variants",
     "sat_overview",
     "sat_clusters",
@@ -90,6 +89,22 @@ def chapter_eval_set(cfg: Any) -> Any:
     return ed.get_dataset(name).subset(cfg["eval_subset"], seed=cfg["seed"])
 
 
+def chapter_logits(cfg: Any, models: Sequence[Any]) -> torch.Tensor:
+    """Every model's logits on :func:`chapter_eval_set`, ``(M, N, C)``, cached. At ``paper`` scale each
+    pretrained model sees the images framed by its own evaluation pipeline (as :func:`chapter_sat` scores
+    it; :func:`sat_eval_set`); the labels are the same for every framing."""
+    if cfg["scale"] != "paper" or not any(isinstance(m, nn.Module) for m in models):
+        return ed.predict_many(list(models), chapter_eval_set(cfg))
+    sets = sat_eval_set(cfg)
+    out: list[torch.Tensor | None] = [None] * len(models)
+    for i in sorted(range(len(models)), key=lambda i: repr(getattr(models[i], "ensdiv_pipeline", None))):
+        framed = sets.for_pipeline(getattr(models[i], "ensdiv_pipeline", None))
+        if cfg.get("eval_subset"):
+            framed = framed.subset(cfg["eval_subset"], seed=cfg["seed"])
+        out[i] = ed.predict(models[i], framed)
+    return torch.stack(out)
+
+
 def chapter_labels(cfg: Any) -> torch.Tensor:
     """The labels of :func:`chapter_eval_set`, shape (N,)."""
     ev = chapter_eval_set(cfg)
@@ -111,16 +126,25 @@ def chapter_sat(cfg: Any, recipes: Sequence[Any], *, attack: str | None = None, 
     attack = attack or cfg["attack"]
     kw = _attack_kwargs(cfg, attack, steps)
     if cfg["scale"] == "paper" and any(isinstance(m, nn.Module) for m in recipes):
-        return ed.sat_by_source(recipes, EVAL_SET["paper"], subsample=cfg["subsample"], attack=attack,
+        return ed.sat_by_source(recipes, sat_eval_set(cfg), subsample=cfg["subsample"], attack=attack,
                              attack_kwargs=kw, names=names, seed=cfg["seed"])  # fmt: skip
-    return ed.sat_matrix(recipes, EVAL_SET[cfg["scale"]], subsample=cfg["subsample"], attack=attack,
+    return ed.sat_matrix(recipes, sat_eval_set(cfg), subsample=cfg["subsample"], attack=attack,
                       attack_kwargs=kw, names=names, seed=cfg["seed"])
+
+
+def sat_eval_set(cfg: Any) -> Any:
+    """The images SAT evaluates and attacks: at ``paper`` scale ``imagenet/val-5k`` framed by each model's own
+    evaluation pipeline (:func:`ensdiv.data.paper.imagenet_val_pipelines`: its size, crop fraction,
+    interpolation), elsewhere the zoo's evaluation set (one framing for every model)."""
+    if cfg["scale"] == "paper":
+        return ed.data.paper.imagenet_val_pipelines()
+    return EVAL_SET[cfg["scale"]]
 
 
 def chapter_sat_one_side(cfg: Any, new_model: Any, models: Sequence[Any]) -> torch.Tensor:
     """:func:`ensdiv.sat_one_side` of ``new_model`` against ``models`` (App. G): only the new model is
     attacked, with the preset's attack, on the zoo evaluation set. Returns (N,) scores."""
-    return ed.sat_one_side(new_model, models, EVAL_SET[cfg["scale"]], subsample=cfg["subsample"], seed=cfg["seed"],
+    return ed.sat_one_side(new_model, models, sat_eval_set(cfg), subsample=cfg["subsample"], seed=cfg["seed"],
                            attack=cfg["attack"], attack_kwargs=_attack_kwargs(cfg, cfg["attack"]))
 
 

@@ -29,8 +29,11 @@ memory, so a notebook that trains several models on one set parses the files onc
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,7 +44,8 @@ from ensdiv.data.paper.imagenet import imagenet_val, imagenet_wnids
 from ensdiv.data.paper.sets import cifar, load_pickle, svhn
 from ensdiv.data.registry import TensorSet, array_fingerprint, register_family
 
-__all__ = ["CIFAR10_CLASSES", "load_cifar", "load_svhn_ood", "load_imagenet_val_subset"]
+__all__ = ["CIFAR10_CLASSES", "load_cifar", "load_svhn_ood", "load_imagenet_val_subset", "imagenet_val_pipelines",
+           "PipelineSets", "pipeline_of", "pipeline_slug", "PIPELINE_KEYS", "DEFAULT_PIPELINE"]
 
 CIFAR10_CLASSES = [
     "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
@@ -136,16 +140,52 @@ def _imagenet_root() -> Path:
     return root / "imagenet" if (root / "imagenet").is_dir() else root
 
 
+#: the fields of a timm data config that decide how an evaluation image is framed: its pipeline
+PIPELINE_KEYS = ("input_size", "interpolation", "crop_pct", "crop_mode")
+#: the pipeline of ``imagenet/val-5k`` itself (shorter side 256, bilinear, centre crop 224)
+DEFAULT_PIPELINE = (("crop_mode", "center"), ("crop_pct", 0.875), ("interpolation", "bilinear"), ("size", 224))
+
+
+def pipeline_of(data_config: Mapping[str, Any] | None) -> tuple | None:
+    """The evaluation pipeline of a timm data config (``resolve_data_config``) as a hashable tuple of
+    ``(field, value)`` pairs — ``size`` (the input side), ``interpolation``, ``crop_pct``, ``crop_mode`` (timm's
+    defaults 0.875 and ``"center"`` where the config has none) — or ``None`` for :data:`DEFAULT_PIPELINE` and
+    for no config (the set every model used to share)."""
+    if not data_config:
+        return None
+    size = data_config.get("input_size", (3, 224, 224))
+    out = (("crop_mode", str(data_config.get("crop_mode") or "center")),
+           ("crop_pct", float(data_config.get("crop_pct") or 0.875)),
+           ("interpolation", str(data_config.get("interpolation") or "bilinear")),
+           ("size", int(size[-1] if isinstance(size, tuple | list) else size)))
+    return None if out == DEFAULT_PIPELINE else out
+
+
+def pipeline_slug(pipeline: tuple | None) -> str:
+    """A short name of a pipeline, e.g. ``288px-crop0.95-bicubic-center``."""
+    p = dict(pipeline or DEFAULT_PIPELINE)
+    return f"{p['size']}px-crop{p['crop_pct']:g}-{p['interpolation']}-{p['crop_mode']}"
+
+
 @lru_cache(maxsize=1)
-def _imagenet_val_subset(root: str, per_class: int, seed: int) -> TensorSet:
+def _imagenet_val_subset(root: str, per_class: int, seed: int, pipeline: tuple | None = None) -> TensorSet:
     from torch.utils.data import DataLoader, Subset
     from torchvision.transforms import v2
 
-    transform = v2.Compose([
-        v2.Resize(256, interpolation=v2.InterpolationMode.BILINEAR, antialias=True),
-        v2.CenterCrop(224),
-        v2.PILToTensor(),  # uint8 (3, 224, 224); no mean/std normalisation
-    ])  # fmt: skip
+    if pipeline is None:
+        transform = v2.Compose([
+            v2.Resize(256, interpolation=v2.InterpolationMode.BILINEAR, antialias=True),
+            v2.CenterCrop(224),
+            v2.PILToTensor(),  # uint8 (3, 224, 224); no mean/std normalisation
+        ])  # fmt: skip
+        size = 224
+    else:  # timm's own evaluation transform of that pipeline, stopped before the mean/std normalisation
+        from timm.data.transforms_factory import transforms_imagenet_eval
+
+        p = dict(pipeline)
+        size = p["size"]
+        transform = transforms_imagenet_eval(img_size=size, crop_pct=p["crop_pct"], crop_mode=p["crop_mode"],
+                                             interpolation=p["interpolation"], normalize=False)
     ds = imagenet_val(root, transform=transform)
     targets = np.asarray(ds.targets, dtype=np.int64)
     rng = np.random.default_rng(seed)
@@ -158,10 +198,13 @@ def _imagenet_val_subset(root: str, per_class: int, seed: int) -> TensorSet:
     for xb, yb in DataLoader(Subset(ds, chosen), batch_size=64, num_workers=workers):
         x8.append(xb)
         ys.append(yb)
-    x = torch.empty((len(chosen), 3, 224, 224), dtype=torch.float32)
+    x = torch.empty((len(chosen), 3, size, size), dtype=torch.float32)
     torch.cat(x8, out=x)  # uint8 -> float32 in place of a second copy
     name = "imagenet/val-5k" if (per_class, seed) == (5, 0) else f"imagenet/val-{per_class}per-class-seed{seed}"
     what = f"ImageNet-1k val, {per_class} images per class drawn with seed {seed}"
+    if pipeline is not None:
+        name += f"@{pipeline_slug(pipeline)}"
+        what += f", framed by the pipeline {pipeline_slug(pipeline)}"
     if len(ds.classes) < 1000:
         what += f", from a declared subset of {len(ds.classes)} classes"
     return TensorSet(x.div_(255.0), torch.cat(ys).long(), name, imagenet_wnids(), what)
@@ -190,6 +233,37 @@ def load_imagenet_val_subset(*, per_class: int = 5, seed: int = 0) -> TensorSet:
             for an unreadable image file.
     """
     return _imagenet_val_subset(str(_imagenet_root()), int(per_class), int(seed))
+
+
+@dataclass(frozen=True)
+class PipelineSets:
+    """One evaluation set whose images each model sees framed its own way (issue #33 item 2).
+
+    ``for_pipeline(p)`` is the set prepared by the pipeline ``p`` (:func:`pipeline_of` of a model's timm data
+    config; ``None``: the shared default framing): the same images, in the same order, with the same labels,
+    resized, cropped and interpolated as that model was evaluated. :func:`ensdiv.sat_by_source` (and
+    :func:`ensdiv.sat_matrix`, :func:`ensdiv.sat_one_side`) evaluate and attack every model on its own
+    framing when given one.
+
+    Attributes:
+        name: the set's name (cache keys), e.g. ``"imagenet/val-5k@per-model"``.
+        build: ``pipeline -> TensorSet``.
+    """
+
+    name: str
+    build: Callable[[tuple | None], TensorSet]
+
+    def for_pipeline(self, pipeline: tuple | None) -> TensorSet:
+        return self.build(pipeline)
+
+
+def imagenet_val_pipelines(*, per_class: int = 5, seed: int = 0) -> PipelineSets:
+    """:func:`load_imagenet_val_subset`'s images, one set per model pipeline (:class:`PipelineSets`). Each
+    pipeline's set is read from the files when asked for (the last one is kept in memory); images are
+    un-normalised [0, 1], at the pipeline's size."""
+    base = "imagenet/val-5k" if (per_class, seed) == (5, 0) else f"imagenet/val-{per_class}per-class-seed{seed}"
+    return PipelineSets(f"{base}@per-model", lambda p: _imagenet_val_subset(str(_imagenet_root()), int(per_class),
+                                                                            int(seed), p))
 
 
 def _names(family: str) -> list[str]:
