@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 
 from ensdiv.attacks import PGD_DEFAULTS, run_attack
-from ensdiv.data.paper.tensors import PipelineSets
+from ensdiv.data.paper.tensors import PipelineSets, by_pipeline
 from ensdiv.data.registry import TensorSet, get_dataset
 from ensdiv.errors import EnsdivError
 from ensdiv.metrics.similarity import SAT_EPS, sat_score, sat_score_one_side
@@ -150,24 +150,21 @@ class _EvalSets:
             raise EnsdivError(f"The framings of {self.key['dataset']!r} do not hold the same labelled images.")
         return data
 
-    @staticmethod
-    def pipeline(model: Any) -> Any:
-        return getattr(model, "ensdiv_pipeline", None)
-
     def of(self, model: Any) -> TensorSet:
         """The images ``model`` sees (its own framing under a PipelineSets)."""
         if self.pipelines is None:
             return self._ref
-        p = self.pipeline(model)
+        p = getattr(model, "ensdiv_pipeline", None)
         if self._last is None or self._last[0] != p:
-            data = self._check(self.pipelines.for_pipeline(p).subset(self.subsample, seed=self.seed))
+            data = self._check(self.pipelines.for_model(model).subset(self.subsample, seed=self.seed))
             self._ref = self._ref if self._ref is not None else data
             self._last = (p, data)
         return self._last[1]
 
-    def order(self, models: Sequence[Any]) -> list[int]:
+    @staticmethod
+    def order(models: Sequence[Any]) -> list[int]:
         """Model indices grouped by framing (each framing is then built once)."""
-        return sorted(range(len(models)), key=lambda i: repr(self.pipeline(models[i])))
+        return by_pipeline(models)
 
     @property
     def y(self) -> torch.Tensor:

@@ -14,7 +14,6 @@ into global batches and gives each DDP rank its strided share (``batch[rank::wor
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -22,17 +21,13 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
 
+from ensdiv.data.paper.common import loader_workers
 from ensdiv.data.registry import TensorSet
 from ensdiv.errors import EnsdivError, InvalidInputError
 from ensdiv.train.augment import BatchAugment
 from ensdiv.train.engine import derive_seed
 
-__all__ = ["MemoryBatches", "LoaderBatches", "as_batches", "training_transform", "TENSOR_ONLY_AUGMENT"]
-
-#: augmentations of :class:`BatchAugment` that a folder set's timm training transform already does
-#: (random-resized crop, horizontal flip): asking for them again on :class:`LoaderBatches` is an error
-TENSOR_ONLY_AUGMENT = frozenset({"flip", "crop", "flipcrop"})
-
+__all__ = ["MemoryBatches", "LoaderBatches", "as_batches", "training_transform"]
 
 def _permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
     return torch.randperm(n, generator=torch.Generator().manual_seed(derive_seed(seed, epoch)))
@@ -85,7 +80,7 @@ class LoaderBatches:
         self.dataset, self.name, self.num_classes = dataset, name, int(num_classes)
         self.max_label = self.num_classes - 1
         if num_workers is None:
-            num_workers = 0 if len(dataset) < 512 else min(8, max((os.cpu_count() or 1) - 1, 0))
+            num_workers = loader_workers(len(dataset))
         self.num_workers = int(num_workers)
         self.pin_memory = torch.cuda.is_available() if pin_memory is None else bool(pin_memory)
 

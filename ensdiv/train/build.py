@@ -211,9 +211,8 @@ def train_recipe(
 
 
 def _fit_with_checkpoints(recipe: Recipe, model: nn.Module, data: TensorSet | LoaderBatches, cfg: dict,
-                          store: Store,
-                          loss_fn: Any, t0: float, stop_after: int | None, run: dict, on_diverge: str = "raise"
-                          ) -> tuple[bool, float, dict]:
+                          store: Store, loss_fn: Any, t0: float, stop_after: int | None, run: dict,
+                          on_diverge: str = "raise") -> tuple[bool, float, dict]:
     """Train with one checkpoint per finished epoch (only the last kept); resume from the newest.
 
     Returns whether training ended (``False`` when ``stop_after`` interrupted it; a diverged run has

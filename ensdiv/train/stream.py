@@ -31,6 +31,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, Subset
 
 from ensdiv import losses
+from ensdiv.data.paper.common import loader_workers
 from ensdiv.data.paper.imagenet import imagenet_wnids
 from ensdiv.data.paper.stream import (
     is_stream_set,
@@ -114,7 +115,7 @@ def _opened(name: str, backbone: nn.Module) -> tuple[Any, dict[str, Any], str]:
 def _features_of(backbone: nn.Module, dataset: Any, cut: str, *, batch_size: int, num_workers: int | None,
                  device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     if num_workers is None:
-        num_workers = 0 if len(dataset) < 512 else min(8, max((os.cpu_count() or 1) - 1, 0))
+        num_workers = loader_workers(len(dataset))
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, pin_memory=device.type == "cuda")
     feats, labels = [], []
     backbone.to(device)

@@ -97,8 +97,8 @@ def chapter_logits(cfg: Any, models: Sequence[Any]) -> torch.Tensor:
         return ed.predict_many(list(models), chapter_eval_set(cfg))
     sets = sat_eval_set(cfg)
     out: list[torch.Tensor | None] = [None] * len(models)
-    for i in sorted(range(len(models)), key=lambda i: repr(getattr(models[i], "ensdiv_pipeline", None))):
-        framed = sets.for_pipeline(getattr(models[i], "ensdiv_pipeline", None))
+    for i in ed.data.paper.by_pipeline(models):
+        framed = sets.for_model(models[i])
         if cfg.get("eval_subset"):
             framed = framed.subset(cfg["eval_subset"], seed=cfg["seed"])
         out[i] = ed.predict(models[i], framed)

@@ -7,6 +7,7 @@ in-memory registry sets (``cifar10/test``, ``imagenet/val-5k``, ...).
 
 from ensdiv.data.paper import tensors  # noqa: F401 - registers the paper-scale sets
 from ensdiv.data.paper.sets import PAPER_SETS, eval_transform, load_paper_set
-from ensdiv.data.paper.tensors import PipelineSets, imagenet_val_pipelines, pipeline_of
+from ensdiv.data.paper.tensors import PipelineSets, by_pipeline, imagenet_val_pipelines, pipeline_of
 
-__all__ = ["PAPER_SETS", "eval_transform", "load_paper_set", "PipelineSets", "imagenet_val_pipelines", "pipeline_of"]
+__all__ = ["PAPER_SETS", "eval_transform", "load_paper_set", "PipelineSets", "imagenet_val_pipelines", "pipeline_of",
+           "by_pipeline"]

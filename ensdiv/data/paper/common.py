@@ -16,6 +16,7 @@ Labels stay those of the full set.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from torch.utils.data import Dataset
 from ensdiv.errors import CorruptDataError, DataNotFoundError, EnsdivError
 
 __all__ = [
+    "loader_workers",
     "IMAGENET_MEAN", "IMAGENET_STD", "CIFAR_MEAN", "CIFAR_STD", "IMAGE_EXTS", "CIFAR_C_CORRUPTIONS",
     "DTD_CLASSES", "MAX_IMAGE_PIXELS", "SUBSET_FILE", "eval_transform", "ArrayImageDataset", "ImageFileDataset",
     "open_image", "declare_class_subset",
@@ -88,6 +90,12 @@ _SOURCES = {
     "inaturalist": "https://github.com/deeplearning-wisc/large_scale_ood (iNaturalist OOD subset)",
     "openimages-o": "https://github.com/haoqiwang/vim (OpenImage-O)",
 }
+
+
+def loader_workers(n: int) -> int:
+    """DataLoader worker processes for reading ``n`` image files: none under 512 files (starting workers costs
+    more than it saves), else one per spare CPU, at most 8."""
+    return 0 if n < 512 else min(8, max((os.cpu_count() or 1) - 1, 0))
 
 
 def _missing(what: str, root: Path, expected: str, key: str) -> DataNotFoundError:

@@ -28,7 +28,6 @@ memory, so a notebook that trains several models on one set parses the files onc
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -39,13 +38,14 @@ import numpy as np
 import torch
 
 from ensdiv.data.fashion import data_home
-from ensdiv.data.paper.common import _first_dir
+from ensdiv.data.paper.common import _first_dir, loader_workers
 from ensdiv.data.paper.imagenet import imagenet_val, imagenet_wnids
 from ensdiv.data.paper.sets import cifar, load_pickle, svhn
 from ensdiv.data.registry import TensorSet, array_fingerprint, register_family
 
 __all__ = ["CIFAR10_CLASSES", "load_cifar", "load_svhn_ood", "load_imagenet_val_subset", "imagenet_val_pipelines",
-           "PipelineSets", "pipeline_of", "pipeline_slug", "PIPELINE_KEYS", "DEFAULT_PIPELINE"]
+           "PipelineSets", "pipeline_of", "pipeline_slug", "DEFAULT_PIPELINE",
+           "by_pipeline"]
 
 CIFAR10_CLASSES = [
     "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
@@ -140,8 +140,6 @@ def _imagenet_root() -> Path:
     return root / "imagenet" if (root / "imagenet").is_dir() else root
 
 
-#: the fields of a timm data config that decide how an evaluation image is framed: its pipeline
-PIPELINE_KEYS = ("input_size", "interpolation", "crop_pct", "crop_mode")
 #: the pipeline of ``imagenet/val-5k`` itself (shorter side 256, bilinear, centre crop 224)
 DEFAULT_PIPELINE = (("crop_mode", "center"), ("crop_pct", 0.875), ("interpolation", "bilinear"), ("size", 224))
 
@@ -193,7 +191,7 @@ def _imagenet_val_subset(root: str, per_class: int, seed: int, pipeline: tuple |
     for label in np.unique(targets):  # class-index order, files sorted within a class: reproducible
         idx = np.flatnonzero(targets == label)
         chosen += sorted(rng.choice(idx, min(per_class, len(idx)), replace=False).tolist())
-    workers = 0 if len(chosen) < 512 else min(8, max((os.cpu_count() or 1) - 1, 0))
+    workers = loader_workers(len(chosen))
     x8, ys = [], []
     for xb, yb in DataLoader(Subset(ds, chosen), batch_size=64, num_workers=workers):
         x8.append(xb)
@@ -255,6 +253,15 @@ class PipelineSets:
 
     def for_pipeline(self, pipeline: tuple | None) -> TensorSet:
         return self.build(pipeline)
+
+    def for_model(self, model: Any) -> TensorSet:
+        """The set framed as ``model`` sees it (its ``ensdiv_pipeline``; none: the default framing)."""
+        return self.build(getattr(model, "ensdiv_pipeline", None))
+
+
+def by_pipeline(models: Any) -> list[int]:
+    """Indices of ``models`` grouped by their ``ensdiv_pipeline`` (each framing is then read once)."""
+    return sorted(range(len(models)), key=lambda i: repr(getattr(models[i], "ensdiv_pipeline", None)))
 
 
 def imagenet_val_pipelines(*, per_class: int = 5, seed: int = 0) -> PipelineSets:
