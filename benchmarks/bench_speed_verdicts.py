@@ -13,6 +13,7 @@ agree when every run gives the same verdict and the same outcome on every check.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write  # noqa: E402
+from _common import RESULTS, write  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ("notebooks/packed-ensembles/fig01_accuracy_vs_speed.ipynb",
@@ -48,12 +49,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--scale", default="cpu")
     parser.add_argument("--quick", action="store_true", help="two runs at smoke scale")
+    parser.add_argument("--pages", nargs="+", choices=[Path(p).stem for p in PAGES], default=None,
+                        help="only these pages (default: both); the results of the others are kept from the last run")
     args = parser.parse_args()
     runs, scale = (2, "smoke") if args.quick else (args.runs, args.scale)
     pages = {}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["ENSDIV_BUILD"] = str(Path(tmp) / "build")
         for page in PAGES:
+            if args.pages and Path(page).stem not in args.pages:
+                continue
             rows = []
             for k in range(runs):
                 rows.append(one_run(page, scale, Path(tmp) / f"run{k}"))
@@ -67,6 +72,11 @@ def main() -> None:
                 "agree": len(ok) == runs and len({r["verdict"] for r in ok}) == 1 and len(outcomes) == 1,
                 "values": {n: [r["checks"][n]["value"] for r in ok] for n in (ok[0]["checks"] if ok else {})},
             }
+    old = RESULTS / "speed_verdicts.json"
+    if args.pages and old.exists():  # keep the other pages' last runs, if they were at this scale
+        before = json.loads(old.read_text())
+        if before.get("scale") == scale:
+            pages = {**{k: v for k, v in before.get("pages", {}).items() if k not in pages}, **pages}
     write("speed_verdicts", {
         "description": "Packed-Ensembles Fig. 1 and App. H executed several times in a row: the verdict and every "
                        "speed check per run (each model timed in a process of its own, ed.models.throughput_rounds)",

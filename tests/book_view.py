@@ -87,11 +87,12 @@ return out;
 
 def reader_view_problems(driver, *, verdict_box: bool) -> list[str]:
     """What a reader of the open page would find wrong (#32): something wider than its column (code, an
-    output, the page), an output showing a file path of the package, images that did not load, and — when
+    output, the page), an output showing a file path of the package or a raw warning raised in a cell (its
+    ``/tmp/ipykernel_…`` path), images that did not load, and — when
     ``verdict_box`` — no verdict box, or one below the first code cell."""
     problems = list(driver.execute_script(_TOO_WIDE))
     outputs = " ".join(e.text for e in driver.find_elements("css selector", "div.cell_output"))
-    for marker in ("/ensdiv/", "site-packages/"):
+    for marker in ("/ensdiv/", "site-packages/", "ipykernel_"):
         if marker in outputs:
             at = outputs.index(marker)
             problems.append(f"an output shows a file path: ...{outputs[max(0, at - 60):at + 40]}...")

@@ -131,14 +131,16 @@ def test_pages_in_a_headless_browser(book):
 
 def test_the_reader_view_check_can_fail(book, tmp_path):
     """The check finds what it looks for: a page with a code line and a printed line wider than the column, a
-    package path in an output and no verdict box fails on each (the same page passes without them)."""
+    package path and a raw cell warning in an output and no verdict box fails on each (the same page passes
+    without them)."""
     driver = book_view.browser()
     html_dir, _ = book
     long = "x" * 400
     bad = (f'<html><head><link rel="stylesheet" href="_static/ensdiv.css"></head><body><main style="width:600px">'
            f'<div class="cell"><div class="cell_input"><pre style="white-space:pre">{long}</pre></div>'
            f'<div class="cell_output"><pre style="white-space:pre">{long}</pre>'
-           "<pre>/home/u/ensdiv/chapters/sed.py:12: Warning</pre></div></div></main></body></html>")
+           "<pre>/home/u/ensdiv/chapters/sed.py:12: Warning</pre>"
+           "<pre>/tmp/ipykernel_7/12.py:4: UserWarning: raw</pre></div></div></main></body></html>")
     (html_dir / "bad.html").write_text(bad)
     try:
         with book_view.served(html_dir) as base:
@@ -149,6 +151,7 @@ def test_the_reader_view_check_can_fail(book, tmp_path):
         (html_dir / "bad.html").unlink()
     assert "cell_input" in problems and "cell_output" in problems, problems
     assert "file path" in problems and "no verdict box" in problems, problems
+    assert "ipykernel_7/12.py:4: UserWarning" in problems, problems  # a raw warning raised in a cell
 
 
 def test_metrics_teaching_table_links_pages_that_use_the_metrics():

@@ -10,11 +10,13 @@ import json
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
 import ensdiv as ed
 from ensdiv.chapters import packed_ensembles as ch
+from ensdiv.chapters import zoo
 from ensdiv.errors import InvalidInputError, UnknownNameError
 from ensdiv.models.efficient import BatchEnsembleConv2d
 
@@ -63,20 +65,54 @@ def test_batchensemble_extra_parameters_are_the_per_member_conv_biases():
     conv_bias = sum(m.bias.numel() for m in convs)
     assert round(ed.count_params(net) / 1e6, 2) == 11.23  # ours
     assert round((ed.count_params(net) - conv_bias) / 1e6, 2) == 11.21  # the paper's, without them
-    # ±1 fast weights by default (cpu and smoke scale; the reference draws N(1, 0.5²)), as the baselines table says
+    # ±1 fast weights by the model's default (BatchEnsemble's own paper; the reference draws N(1, 0.5²))
     r = torch.cat([m.r.flatten() for m in convs])
     assert set(r.unique().tolist()) == {-1.0, 1.0}
 
 
-@pytest.mark.parametrize(("scale", "expected"), [("smoke", None), ("cpu", None), ("paper", "normal")])
-def test_paper_scale_batchensemble_uses_the_references_fast_weight_init(scale, expected):
-    cfg = ch.preset("tab01_efficient_ensembles", scale, verbose=False)
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
+@pytest.mark.parametrize("stem", ["tab01_efficient_ensembles", "tab02_imagenet_ood_shift", "appE_ood_criteria",
+                                  "fig01_accuracy_vs_speed"])
+def test_table1_batchensemble_uses_the_references_fast_weight_init_at_every_scale(stem, scale):
+    cfg = ch.preset(stem, scale, verbose=False)
     (be,) = ch.recipes_for("batchensemble", cfg, 0)
-    assert be.model.kwargs.get("fast_weight_init") == expected  # absent at cpu/smoke: their keys are unchanged
+    assert be.model.kwargs.get("fast_weight_init") == "normal"
+    net = ed.create_model(be.model.name, num_classes=10, in_chans=1, img_size=28, **be.model.kwargs)
+    r = torch.cat([m.r.detach().flatten() for m in net.modules() if isinstance(m, BatchEnsembleConv2d)])
+    assert 0.9 < float(r.mean()) < 1.1 and 0.4 < float(r.std()) < 0.6  # N(1, 0.5²), not ±1
     (single,) = ch.recipes_for("single", cfg, 0)
     assert "fast_weight_init" not in single.model.kwargs
     row = ch.baselines_table().set_index(["method", "aspect"]).loc[("BatchEnsemble", "fast-weight initialisation")]
-    assert "fast_weight_init='normal'" in row["this book"] and "±1" in row["this book"]
+    assert "fast_weight_init='normal'" in row["this book"]
+
+
+def test_table1_pages_share_one_cpu_budget_the_zoos_recipe():
+    """Table 1's models (tab01, tab02, fig01, appE) are trained once, on the zoo's recipe; Fig. 6-7 and App. F
+    keep the quick budget (they compare PE variants or seeds with each other)."""
+    zoo_base = zoo.zoo_recipes("cpu", "arch/resnet")["arch/resnet"]
+    keys = ("train_subset", "epochs", "batch_size", "lr", "weight_decay", "augment", "seeds")
+    cfgs = {s: ch.preset(s, "cpu", verbose=False) for s in ("tab01_efficient_ensembles", "tab02_imagenet_ood_shift",
+                                                            "appE_ood_criteria", "fig01_accuracy_vs_speed")}
+    first = {k: cfgs["tab01_efficient_ensembles"][k] for k in keys}
+    assert all({k: c[k] for k in keys} == first for c in cfgs.values())
+    (single,) = ch.recipes_for("single", cfgs["tab01_efficient_ensembles"], 0)
+    for part in ("subset", "augment"):
+        assert getattr(single.data, part) == getattr(zoo_base.data, part)
+    for part in ("batch_size", "lr", "weight_decay", "schedule", "optimizer"):
+        assert getattr(single.optim, part) == getattr(zoo_base.optim, part)
+    assert first["epochs"] == ch.TABLE1_EPOCHS
+    quick = ch.preset("fig06_07_alpha_gamma", "cpu", verbose=False)
+    assert (quick["train_subset"], quick["lr"]) == (10000, 0.05)
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
+def test_table2_packs_the_papers_imagenet_setting_at_every_scale(scale):
+    cfg = ch.preset("tab02_imagenet_ood_shift", scale, verbose=False)
+    (pe,) = ch.recipes_for("packed", cfg, 0)
+    assert (pe.model.kwargs["alpha"], pe.model.kwargs["gamma"]) == (3, 1)  # Table 2's PE-(3, 4, 1)
+    t1 = ch.preset("tab01_efficient_ensembles", scale, verbose=False)
+    # the baselines are Table 1's own recipes (cache hits)
+    assert ch.recipes_for("mimo", cfg, 0) == ch.recipes_for("mimo", t1, 0) or scale == "paper"
 
 
 def test_baselines_table_has_every_method_and_its_columns():
@@ -340,3 +376,10 @@ def test_deterministic_kernels_set_and_restore_the_switches(monkeypatch):
     assert not torch.are_deterministic_algorithms_enabled() and "CUBLAS_WORKSPACE_CONFIG" not in os.environ
     with ch.deterministic_kernels(False) as changed:
         assert changed is False and not torch.are_deterministic_algorithms_enabled()
+
+
+def test_mean_std_shows_a_single_run_without_a_spread():
+    df = pd.DataFrame({"method": ["a", "a", "b"], "seed": [0, 1, 0], "acc": [1.0, 3.0, 5.0]})
+    out = ch.mean_std(df)
+    assert out.loc["a", "acc"] == "2.0 ± 1.414"  # std with ddof=1: sqrt(((1-2)² + (3-2)²) / 1)
+    assert out.loc["b", "acc"] == "5.0"  # one run: no "± 0.0"

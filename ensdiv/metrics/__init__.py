@@ -4,7 +4,8 @@ Shapes: member logits/probabilities (M, N, C), member predictions (M, N), labels
 Submodules: :mod:`~ensdiv.metrics.diversity` (prediction diversity), :mod:`~ensdiv.metrics.consistency`
 (two-model measures of training-methods), :mod:`~ensdiv.metrics.uncertainty` (per-sample OOD
 scores), :mod:`~ensdiv.metrics.calibration` (accuracy, NLL, ECE, AUROC, ...),
-:mod:`~ensdiv.metrics.gain` (ensemble gain), :mod:`~ensdiv.metrics.representation` (CKA),
+:mod:`~ensdiv.metrics.gain` (ensemble gain), :mod:`~ensdiv.metrics.multilabel` (VOC's 11-point mAP),
+:mod:`~ensdiv.metrics.representation` (CKA),
 :mod:`~ensdiv.metrics.attribution` (Eq. 7/8 of design-diversity), :mod:`~ensdiv.metrics.similarity`
 (SAT score), :mod:`~ensdiv.metrics.sweep` (all C(M, k) ensembles at once),
 :mod:`~ensdiv.metrics.combine` (the combination rules, re-exported by :mod:`ensdiv.ensembles`) and
@@ -51,6 +52,7 @@ from ensdiv.metrics.diversity import (
     q_statistic,
 )
 from ensdiv.metrics.gain import all_wrong_ratio, ensemble_improvement, error_reduction_rate
+from ensdiv.metrics.multilabel import average_precision_11pt, mean_average_precision_11pt
 from ensdiv.metrics.representation import MinibatchCKA, cka, cka_map, gram_linear, gram_rbf, hsic
 from ensdiv.metrics.similarity import SAT_EPS, SAT_IDENTICAL, sat_score, sat_score_one_side
 from ensdiv.metrics.sweep import combination_index, ensemble_sweep
@@ -113,6 +115,9 @@ __all__ = [
     "attribution_gram",
     "ensemble_attribution_diversity",
     "normalize_attributions",
+    # multi-label (VOC's 11-point mAP)
+    "average_precision_11pt",
+    "mean_average_precision_11pt",
     # top-k
     "topk_accuracy",
     # attack similarity

@@ -272,12 +272,14 @@ def compare_methods(cfg: dict, *, methods: Sequence[str] = METHODS, ood_sets: Se
 #: the per-run values, paired by run); with fewer, from a paired bootstrap over the evaluation images.
 
 def mean_std(df: Any, *, by: Sequence[str] = ("method",), digits: int = 3) -> Any:
-    """``mean ± std`` over seeds of every numeric column of :func:`compare_methods`' table."""
+    """``mean ± std`` over seeds of every numeric column of :func:`compare_methods`' table; a group of one
+    run shows its value alone (a spread of one run is not zero, it is unknown)."""
     skip = (*by, "seed", "ood_set", "criterion")
     num = [c for c in df.columns if c not in skip and df[c].dtype.kind in "fi"]
     g = df.groupby(list(by), sort=False)[num]
-    mean, std = g.mean(), g.std(ddof=1).fillna(0.0)
-    return mean.round(digits).astype(str) + " ± " + std.round(digits).astype(str)
+    mean, std, n = g.mean(), g.std(ddof=1), g.count()
+    text = mean.round(digits).astype(str) + " ± " + std.round(digits).astype(str)
+    return text.where(n > 1, mean.round(digits).astype(str))
 
 
 # ---- Table 1 of the paper, the baselines as implemented, the recipe's remaining differences ------------

@@ -1,0 +1,90 @@
+"""Where Table 1's methods converge: the budget curve that chooses the cpu training budget.
+
+The paper trains every method of Table 1 to convergence (200 epochs). At ``cpu`` scale a fixed budget
+stops the methods wherever they are, and a packed model, whose members each get ``1/M`` of the averaged
+loss's gradient, learns more slowly than a single model at the same step: a verdict drawn there measures
+learning speed, not the paper's claim. :func:`budget_curve` trains the single model and PE-(α, M, γ) at
+several budgets — separate runs, each with the whole schedule (a cosine run cut short is not a shorter
+cosine run) — and scores them on the validation split, never the test set; :func:`plateau_budget` picks
+the cheapest budget at which every method is within a tolerance of its best measured accuracy.
+
+The best *measured* accuracy stands for the plateau: if a method still gains between the two largest
+budgets, :func:`plateau_budget` says so (``still_rising``) and the page reports the distance instead of
+calling the budget converged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from ensdiv.chapters.packed_ensembles.methods import eval_set, evaluate, method_logits, recipes_for
+from ensdiv.errors import InvalidInputError
+
+#: Where the budget curve is scored: the 5,000 validation images carved from Fashion-MNIST's training split.
+VALIDATION_SET = "fmnist/val"
+
+
+def budget_curve(cfg: dict, *, epochs: Sequence[int], methods: Sequence[str] = ("single", "packed"),
+                 val_set: str = VALIDATION_SET, seed: int | None = None) -> pd.DataFrame:
+    """Validation accuracy of each method trained at each budget of ``epochs`` (cached like every recipe).
+
+    Args:
+        cfg: a resolved Table-1 preset (data, optimiser, schedule, backbone, PE-(α, M, γ)); only its
+            ``epochs`` is replaced.
+        epochs: the budgets, in epochs over ``cfg["train_subset"]`` images; each is a run of its own.
+        methods: which methods (:data:`~ensdiv.chapters.packed_ensembles.METHODS`).
+        val_set: the registered set scored (default :data:`VALIDATION_SET`).
+        seed: the run (default: the preset's first seed, so the run at the chosen budget *is* Table 1's).
+
+    Returns:
+        One row per (method, epochs): ``images_seen`` and ``val_acc`` (%).
+    """
+    budgets = sorted({int(e) for e in epochs})
+    if not budgets or budgets[0] < 1:
+        raise InvalidInputError(f"budget_curve needs epochs >= 1, got {list(epochs)}.")
+    seed = int(cfg["seeds"][0] if seed is None else seed)
+    val = eval_set(val_set)
+    n = int(cfg["train_subset"]) or None
+    rows = []
+    for e in budgets:
+        at = {**cfg, "epochs": e}
+        for method in methods:
+            recipes = recipes_for(method, at, seed)
+            acc = evaluate(method_logits(recipes, val), val.y)["acc"]
+            rows.append({"method": method, "epochs": e, "images_seen": e * n if n else float("nan"),
+                         "val_acc": acc})
+    return pd.DataFrame(rows)
+
+
+def plateau_budget(curve: pd.DataFrame, *, tolerance: float = 1.0) -> dict[str, Any]:
+    """The cheapest budget of ``curve`` at which every method is within ``tolerance`` points of its best.
+
+    Args:
+        curve: :func:`budget_curve`'s table.
+        tolerance: points of accuracy (the issue's "about one point of the plateau").
+
+    Returns:
+        ``epochs`` (the chosen budget), ``within`` (whether every method is within ``tolerance`` there; when
+        no budget is — the methods peak at different budgets — the budget of the smallest worst gap is
+        chosen and ``within`` is False), ``gap`` (each method's distance from its best at that budget,
+        points), ``still_rising`` (methods whose two largest budgets differ by more than ``tolerance``:
+        their best is not yet a plateau).
+    """
+    if curve.empty:
+        raise InvalidInputError("plateau_budget needs a non-empty budget curve.")
+    if tolerance < 0:
+        raise InvalidInputError(f"plateau_budget's tolerance must be >= 0 points, got {tolerance}.")
+    wide = curve.pivot(index="epochs", columns="method", values="val_acc").sort_index()
+    best = wide.max()
+    worst = (best - wide).max(axis=1)
+    within = worst <= tolerance
+    chosen = int(within[within].index[0]) if within.any() else int(worst.idxmin())
+    rising = []
+    if len(wide) >= 2:
+        last, before = wide.iloc[-1], wide.iloc[-2]
+        rising = [m for m in wide.columns if last[m] - before[m] > tolerance]
+    gap = (best - wide.loc[chosen]).round(3).to_dict()
+    return {"epochs": chosen, "within": bool(within.loc[chosen]), "gap": gap, "still_rising": rising}

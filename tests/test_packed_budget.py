@@ -1,0 +1,70 @@
+"""Packed-Ensembles Table 1's budget curve: the plateau rule on hand-made curves, the curve on smoke models."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from ensdiv.chapters import packed_ensembles as ch
+from ensdiv.errors import InvalidInputError
+
+
+def _curve(rows):
+    return pd.DataFrame([{"method": m, "epochs": e, "val_acc": a} for m, e, a in rows])
+
+
+def test_plateau_is_the_cheapest_budget_where_every_method_is_within_tolerance():
+    # single plateaus at 2 epochs (90.0 best at 8); PE needs 4 (87.5 vs its best 88.0)
+    curve = _curve([("single", 1, 88.0), ("single", 2, 89.5), ("single", 4, 89.8), ("single", 8, 90.0),
+                    ("packed", 1, 80.0), ("packed", 2, 85.0), ("packed", 4, 87.5), ("packed", 8, 88.0)])
+    got = ch.plateau_budget(curve, tolerance=1.0)
+    assert got["epochs"] == 4 and got["within"]
+    assert got["gap"] == {"packed": 0.5, "single": pytest.approx(0.2)}
+    assert got["still_rising"] == []
+    assert ch.plateau_budget(curve, tolerance=0.1)["epochs"] == 8  # only the best budget is that close
+
+
+def test_a_method_still_gaining_at_the_largest_budget_is_named():
+    curve = _curve([("single", 2, 89.0), ("single", 4, 89.5), ("packed", 2, 80.0), ("packed", 4, 84.0)])
+    got = ch.plateau_budget(curve, tolerance=1.0)
+    assert got["epochs"] == 4 and got["still_rising"] == ["packed"]
+
+
+def test_methods_peaking_at_different_budgets_get_the_smallest_worst_gap():
+    # single peaks early then degrades; PE peaks late: no budget has both within 1 point
+    curve = _curve([("single", 2, 90.0), ("single", 4, 88.5), ("single", 8, 87.0),
+                    ("packed", 2, 84.0), ("packed", 4, 86.5), ("packed", 8, 88.0)])
+    got = ch.plateau_budget(curve, tolerance=1.0)
+    # worst gaps: 2 -> 4.0, 4 -> 1.5, 8 -> 3.0
+    assert got["epochs"] == 4 and not got["within"] and got["gap"] == {"packed": 1.5, "single": 1.5}
+
+
+def test_plateau_rejects_an_empty_curve_and_a_negative_tolerance():
+    with pytest.raises(InvalidInputError, match="non-empty"):
+        ch.plateau_budget(_curve([]).reindex(columns=["method", "epochs", "val_acc"]))
+    with pytest.raises(InvalidInputError, match=">= 0"):
+        ch.plateau_budget(_curve([("single", 1, 80.0)]), tolerance=-1)
+
+
+def test_budget_curve_rejects_a_budget_below_one_epoch():
+    cfg = ch.preset("tab01_efficient_ensembles", "smoke", verbose=False)
+    with pytest.raises(InvalidInputError, match="epochs >= 1"):
+        ch.budget_curve(cfg, epochs=[0, 1])
+    with pytest.raises(InvalidInputError, match="epochs >= 1"):
+        ch.budget_curve(cfg, epochs=[])
+
+
+def test_budget_curve_trains_each_budget_as_its_own_run_and_scores_validation(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path))
+    cfg = ch.preset("tab01_efficient_ensembles", "smoke", verbose=False)
+    curve = ch.budget_curve(cfg, epochs=[2, 1, 2], methods=("single",), val_set="fmnist/val")
+    assert curve[["method", "epochs"]].values.tolist() == [["single", 1], ["single", 2]]
+    assert curve.images_seen.tolist() == [cfg["train_subset"], 2 * cfg["train_subset"]]
+    # each budget is its own run, scored like Table 1 (the averaged softmax's accuracy on fmnist/val)
+    val = ch.eval_set("fmnist/val")
+    for e, acc in zip(curve.epochs, curve.val_acc, strict=True):
+        (r,) = ch.recipes_for("single", {**cfg, "epochs": int(e)}, cfg["seeds"][0])
+        assert r.optim.epochs == e
+        logits = ch.method_logits([r], val)
+        naive = 100 * float((logits[0].argmax(-1) == val.y).float().mean())
+        assert acc == pytest.approx(naive)
