@@ -150,6 +150,38 @@ def test_layer_names_skip_identities_and_activations():
     assert len(ch.layer_names(m, max_layers=3)) == 3
 
 
+def test_corresponding_layers_same_architecture_is_the_diagonal():
+    names = ["stem", "layer1", "layer2", "head"]
+    assert ch.corresponding_layers(names, names) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+
+
+def test_corresponding_layers_across_architectures_match_relative_depth():
+    # 3 layers against 5: depths 0, 1/2, 1 -> 0, 2, 4 (first with first, last with last)
+    assert ch.corresponding_layers(["a", "b", "c"], list("vwxyz")) == [(0, 0), (1, 2), (2, 4)]
+    assert ch.corresponding_layers(list("vwxyz"), ["a", "b", "c"]) == [(0, 0), (2, 1), (4, 2)]
+    # 4 against 6: i * 5 / 3 = 0, 1.67, 3.33, 5 -> 0, 2, 3, 5
+    assert ch.corresponding_layers(list("abcd"), list("uvwxyz")) == [(0, 0), (1, 2), (2, 3), (3, 5)]
+    # a model seen whole (a timm model at paper scale: one layer) corresponds to the other's last layer
+    assert ch.corresponding_layers(["model"], list("abc")) == [(0, 2)]
+    assert ch.corresponding_layers(list("abc"), ["model"]) == [(2, 0)]
+    assert ch.corresponding_layers([], ["a"]) == []
+
+
+def test_corresponding_mean_against_a_loop_and_skipping_constant_layers():
+    rng = np.random.default_rng(0)
+    maps = rng.random((4, 3, 5))  # 4 batches of 3 x 5 maps
+    maps[1, 1, 2] = np.nan  # a constant layer in batch 1
+    got = ch.corresponding_mean(maps, ["a", "b", "c"], list("vwxyz"))
+    for b in range(4):
+        vals = [maps[b, i, j] for i, j in [(0, 0), (1, 2), (2, 4)] if not np.isnan(maps[b, i, j])]
+        assert got[b] == pytest.approx(sum(vals) / len(vals))
+    assert ch.corresponding_mean(torch.eye(3), list("abc"), list("abc")) == pytest.approx(1.0)  # the diagonal
+    with pytest.raises(InvalidInputError, match="3 x 4 layers"):
+        ch.corresponding_mean(maps[0], ["a", "b", "c"], list("wxyz"))
+    with pytest.raises(InvalidInputError, match="non-empty"):
+        ch.corresponding_mean(np.zeros((0, 0)), [], [])
+
+
 def test_constant_layer_gives_nan_cka():
     acc = ed.metrics.MinibatchCKA()
     x = torch.randn(8, 3, generator=torch.Generator().manual_seed(0))

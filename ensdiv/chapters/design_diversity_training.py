@@ -36,6 +36,7 @@ from torch import nn
 import ensdiv as ed
 from ensdiv.chapters import design_diversity as dd
 from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters.design_diversity.layers import corresponding_layers, corresponding_mean, layer_names
 from ensdiv.chapters.design_diversity.supernet import select_configs, subnetworks, supernet
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.losses import ENSEMBLE_LOSSES, INPUT_LOSSES
@@ -49,6 +50,7 @@ __all__ = [
     "SLUG", "PRESETS", "preset", "HEURISTICS", "PAPER_TABLE2", "PAPER_FIG10_CLAIMS", "SET_KEYS", "SET_LABELS",
     "JointRun", "joint_recipe", "train_joint", "joint_members", "supernet", "subnetworks", "select_configs",
     "pair_diversity", "attribution_methods", "ensemble_accuracy", "equitability_split", "layer_names",
+    "corresponding_layers", "corresponding_mean",
     "cka_between", "diversity_sweep", "chapter_logits", "chapter_labels", "chapter_attributions", "eval_set",
     "model_name", "chapter_models", "three_ensembles", "minmax", "nan_estimate", "member_estimates", "pearson",
     "correct", "ensemble_correct", "equitability_per_sample", "cka_per_batch",
@@ -219,26 +221,6 @@ def equitability_split(logits: torch.Tensor, labels: torch.Tensor, *, num_specie
     e, right = torch.from_numpy(e), torch.from_numpy(right)
     return (float(e[right].mean()) if right.any() else float("nan"),
             float(e[~right].mean()) if (~right).any() else float("nan"))
-
-
-_SKIP = (nn.Identity, nn.Dropout, nn.ReLU, nn.GELU, nn.Flatten)
-
-
-def layer_names(model: nn.Module, *, max_layers: int = 12) -> list[str]:
-    """The layers compared by CKA: the model's top-level children, with containers (Sequential / ModuleList) opened
-    one level, skipping identities, dropouts and activations; at most ``max_layers`` evenly spaced, last kept."""
-    names = []
-    for n, child in model.named_children():
-        if isinstance(child, _SKIP):
-            continue
-        if isinstance(child, nn.Sequential | nn.ModuleList) and len(child) > 1:
-            names += [f"{n}.{k}" for k, g in child.named_children() if not isinstance(g, _SKIP)]
-        else:
-            names.append(n)
-    if len(names) > max_layers:
-        keep = np.unique(np.linspace(0, len(names) - 1, max_layers).round().astype(int))
-        names = [names[i] for i in keep]
-    return names
 
 
 def cka_between(cfg: Any, a: Any, b: Any, key: str = "clean") -> tuple[torch.Tensor, list, list]:

@@ -12,8 +12,8 @@ name                 size    analogue of
                              rendered from the fonts matplotlib ships (DejaVu, STIX, Computer Modern),
                              random size, rotation and position, bright on black as Fashion-MNIST; label -1
 ``photos``           2,000   OpenImages-O (semantic OOD natural photographs): grey 28x28 crops of the
-                             three photographs scikit-learn and matplotlib ship (china.jpg, flower.jpg,
-                             grace_hopper.jpg), random scale and position, contrast-stretched; label -1
+                             17 photographs scikit-learn, matplotlib and scikit-image ship
+                             (:data:`PHOTOGRAPHS`), random scale and position, contrast-stretched; label -1
 ===================  ======  ==========================================================================
 """
 
@@ -30,7 +30,7 @@ from ensdiv.data.registry import TensorSet, get_dataset, register_family
 from ensdiv.data.shifts import shift_images
 from ensdiv.store import cached
 
-__all__ = ["rendition_train", "letters", "photo_crops", "LETTER_FONTS"]
+__all__ = ["rendition_train", "letters", "photo_crops", "LETTER_FONTS", "PHOTOGRAPHS"]
 
 _VERSION = 1
 N_OOD, SIZE = 2000, 28
@@ -88,19 +88,46 @@ def letters(n: int = N_OOD, *, seed: int = 0) -> TensorSet:
                 "letters rendered from matplotlib's fonts, semantic OOD (iNaturalist analogue), label -1")
 
 
+#: The photographs ``photos`` crops (every one a package ships, offline): scikit-learn's two sample images,
+#: matplotlib's portrait, and the scikit-image ``data`` photographs of objects, scenes, animals, the sky and the
+#: microscope — not its textures (brick, grass, gravel: ``textures/frost`` plays Textures), its photographs of
+#: text (page, text: ``letters`` plays another OOD set), its synthetic images, or the second motorcycle of a
+#: stereo pair (the same scene).
+PHOTOGRAPHS = (
+    "sklearn:china.jpg", "sklearn:flower.jpg", "matplotlib:grace_hopper.jpg",
+    *(f"skimage:{f}" for f in ("astronaut.png", "camera.png", "cell.png", "chelsea.png", "clock_motion.png",
+                               "coffee.png", "coins.png", "hubble_deep_field.jpg", "ihc.png", "microaneurysms.png",
+                               "moon.png", "motorcycle_left.png", "retina.jpg", "rocket.jpg")),
+)
+
+
 def _photographs() -> list[np.ndarray]:
+    """:data:`PHOTOGRAPHS` in grey, values in [0, 1]."""
+    import os
+
     import matplotlib
+    import skimage
     from PIL import Image
     from sklearn.datasets import load_sample_images
 
-    photos = [np.asarray(Image.fromarray(im).convert("L"), dtype=np.float32) / 255.0
-              for im in load_sample_images().images]
-    hopper = Image.open(f"{matplotlib.get_data_path()}/sample_data/grace_hopper.jpg").convert("L")
-    return [*photos, np.asarray(hopper, dtype=np.float32) / 255.0]
+    sk = dict(zip(("china.jpg", "flower.jpg"), load_sample_images().images, strict=True))
+    out = []
+    for ref in PHOTOGRAPHS:
+        source, name = ref.split(":")
+        if source == "sklearn":
+            img = Image.fromarray(sk[name])
+        elif source == "matplotlib":
+            img = Image.open(f"{matplotlib.get_data_path()}/sample_data/{name}")
+        else:
+            img = Image.open(os.path.join(os.path.dirname(skimage.__file__), "data", name))
+        out.append(np.asarray(img.convert("L"), dtype=np.float32) / 255.0)
+    return out
 
 
 def photo_crops(n: int = N_OOD, *, seed: int = 0) -> TensorSet:
-    """``photos``: ``n`` grey 28x28 crops of the photographs scikit-learn and matplotlib ship (label -1)."""
+    """``photos``: ``n`` grey 28x28 crops of :data:`PHOTOGRAPHS` (label -1), cycling through them, each crop a
+    random square (side log-uniform between 56 pixels and the photograph's shorter side) at a random position,
+    contrast-stretched between its 1st and 99th percentiles."""
 
     def compute():
         photos = _photographs()
@@ -118,8 +145,9 @@ def photo_crops(n: int = N_OOD, *, seed: int = 0) -> TensorSet:
         x = (out - lo) / (hi - lo).clamp_min(1e-3)
         return {"x": _u8(x), "y": torch.full((n,), -1, dtype=torch.int64)}
 
-    return _set("photos", {"n": n, "seed": seed}, compute, [],
-                "crops of sklearn's and matplotlib's sample photographs, semantic OOD (OpenImages-O analogue)")
+    return _set("photos", {"n": n, "seed": seed, "photographs": list(PHOTOGRAPHS)}, compute, [],
+                f"crops of {len(PHOTOGRAPHS)} photographs scikit-learn, matplotlib and scikit-image ship, semantic OOD "
+                "(OpenImages-O analogue)")
 
 
 register_family("fmnist-r-train", lambda *parts: rendition_train(), names=lambda: ["fmnist-r-train"],
@@ -127,4 +155,5 @@ register_family("fmnist-r-train", lambda *parts: rendition_train(), names=lambda
 register_family("letters", lambda *parts: letters(), names=lambda: ["letters"],
                 description="letters from matplotlib's fonts at 28x28 (2,000): semantic OOD, label -1")
 register_family("photos", lambda *parts: photo_crops(), names=lambda: ["photos"],
-                description="crops of sklearn/matplotlib sample photographs at 28x28 (2,000): semantic OOD, label -1")
+                description="crops of 17 photographs sklearn, matplotlib and scikit-image ship, at 28x28 (2,000): "
+                "semantic OOD, label -1")
