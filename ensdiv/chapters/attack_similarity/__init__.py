@@ -335,9 +335,11 @@ PRESETS.update({
         # hard-label distillation (DeiT, as the paper) of a small ViT student from each other zoo model
         common={"student": "arch/vit", "distill": "hard", "distill_alpha": 0.5},
         smoke={"student": "arch/mlp", "zoo": ["arch/small_cnn", "arch/vit", "arch/mixer"]},
-        # cpu: 9 teachers (3 patch-token, 6 convolutional) to keep 9 distilled students affordable
+        # cpu: 11 teachers, 4 of them Transformers (a correlation needs 4 points): DeiT, Swin, DeiT re-seeded and
+        # a DeiT pre-trained with SimCLR then linear-probed (the zoo's dd/ models: no new teacher is trained)
         cpu={"zoo": ["arch/vit", "arch/small_cnn", "arch/resnet", "arch/resnext", "arch/densenet",
-                     "arch/efficientnet", "arch/convnext", "arch/deit", "arch/swin", "arch/mixer"]},
+                     "arch/efficientnet", "arch/convnext", "arch/deit", "arch/swin", "arch/mixer",
+                     "dd/deit_tiny_p16_224", "dd/dino_deit_tiny1"]},
         # paper: students distil from zoo recipes (a Recipe's teacher must be a Recipe), not pretrained models
         paper={"zoo": ["arch/*"]},
     ),
