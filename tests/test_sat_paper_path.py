@@ -250,3 +250,18 @@ def test_paper_logits_use_each_models_own_framing(fake_imagenet, tmp_path, tmp_s
             by_hand = forward_pixels(m.model, framed.x.to(next(m.parameters()).device)).cpu()
             assert torch.allclose(logits[k], by_hand, atol=1e-4)
     assert torch.equal(ch.chapter_labels(cfg), framed.y)
+
+
+def test_fig05_cpu_teachers_give_each_family_a_computable_correlation():
+    """Fig. 5's two halves are correlations over Transformer and over other teachers; the page computes one on 4
+    teachers or more (#31 item 8: the cpu zoo's two Transformers left that half not testable)."""
+    import ensdiv as ed
+
+    cfg = ch.preset("fig05_distillation", "cpu", verbose=False)
+    recipes = ch.chapter_recipes(cfg)
+    student = ch.chapter_recipes(cfg, [cfg["student"]])[0]
+    teachers = [r for r in recipes if r.model != student.model]
+    families = [ed.model_info(t.model.name).family for t in teachers]
+    transformers = sum(f in ("ViT", "Swin") for f in families)  # the page's split (MLP-Mixer is not one)
+    assert transformers >= 4 and len(teachers) - transformers >= 4
+    assert len({repr(t.key()) for t in teachers}) == len(teachers)  # no teacher twice
