@@ -46,6 +46,12 @@ class CacheError(EnsdivError, OSError):
     """The cache directory cannot be used."""
 
 
+class UndefinedMetricWarning(RuntimeWarning):
+    """A metric is undefined for these inputs (it averages over an empty set, e.g. the SAT score of two models
+    that share no correctly classified input) and NaN is returned. A :class:`RuntimeWarning`, as such
+    warnings are elsewhere; its own class lets an executed page show it as a note (``ensdiv.progress``)."""
+
+
 def unknown_name(kind: str, name: str, valid: Iterable[str]) -> UnknownNameError:
     """Build an :class:`UnknownNameError` that lists close matches and the valid names."""
     valid = sorted(valid)

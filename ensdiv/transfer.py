@@ -25,7 +25,7 @@ import torch.nn as nn
 from ensdiv.attacks import PGD_DEFAULTS, run_attack
 from ensdiv.data.paper.tensors import PipelineSets, by_pipeline
 from ensdiv.data.registry import TensorSet, get_dataset
-from ensdiv.errors import EnsdivError
+from ensdiv.errors import EnsdivError, UndefinedMetricWarning
 from ensdiv.metrics.similarity import SAT_EPS, sat_score, sat_score_one_side
 from ensdiv.models.input_spec import forward_pixels
 from ensdiv.predict import dataset_fingerprint
@@ -96,7 +96,7 @@ def sat_from_fooled(fooled: torch.Tensor, correct: torch.Tensor, *, eps: float |
     if caught:
         warnings.warn(
             "Some pairs of models have no image both classify correctly (X_AB is empty); their SAT is NaN.",
-            RuntimeWarning, stacklevel=2,
+            UndefinedMetricWarning, stacklevel=2,
         )  # fmt: skip
     return torch.as_tensor(two, dtype=torch.float64), torch.as_tensor(one, dtype=torch.float64)
 

@@ -58,3 +58,30 @@ def test_library_warnings_reach_a_page_once_as_a_note_without_paths():
     assert notes == ['DISPLAY <div class="admonition note"><p class="admonition-title">Note</p>'
                      '<p>entry &lt;x&gt; is corrupt</p></div>']
     assert "ensdiv/" not in out.stdout and "UserWarning: not ours" in out.stderr
+
+
+def test_an_undefined_metric_raised_for_the_callers_line_is_still_a_note():
+    """The SAT score of two models sharing no correct input warns with stacklevel pointing at the caller (a
+    notebook cell, outside the package): its own class, UndefinedMetricWarning, keeps it a note without the
+    cell's temporary file path (#32: the smoke page measuring_diversity showed /tmp/ipykernel_… lines)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import IPython.display as d\n"
+        "d.display = lambda obj: print('DISPLAY', obj.data)\n"
+        "import torch, ensdiv as ed\n"
+        "f = torch.tensor([True, False])\n"
+        "print(float(ed.metrics.sat_score(f, f, torch.tensor([False, False]))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**__import__("os").environ, "ENSDIV_PROGRESS": "lines"}, check=True)
+    assert "nan" in out.stdout and "empty X_AB" in out.stdout and "DISPLAY" in out.stdout
+    assert "RuntimeWarning" not in out.stderr and "<string>" not in out.stderr
+
+
+def test_undefined_metric_warning_is_a_runtime_warning_of_the_library():
+    from ensdiv.errors import UndefinedMetricWarning
+
+    assert issubclass(UndefinedMetricWarning, RuntimeWarning)
+    assert UndefinedMetricWarning.__module__ == "ensdiv.errors"

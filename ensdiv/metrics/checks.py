@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ensdiv.errors import InvalidInputError
+from ensdiv.errors import InvalidInputError, UndefinedMetricWarning
 
 __all__ = [
     "as_tensor",
@@ -175,5 +175,5 @@ def check_choice(value: Any, name: str, choices: tuple, *, validate: bool = True
 
 def nan_with_warning(message: str, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """Warn with ``message`` and return a 0-d NaN tensor (an undefined metric)."""
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    warnings.warn(message, UndefinedMetricWarning, stacklevel=3)
     return torch.tensor(float("nan"), dtype=dtype)

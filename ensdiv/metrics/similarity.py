@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ensdiv.errors import InvalidInputError
+from ensdiv.errors import InvalidInputError, UndefinedMetricWarning
 from ensdiv.metrics.checks import as_tensor, check_same_shape
 
 __all__ = ["sat_score", "sat_score_one_side", "SAT_EPS", "SAT_IDENTICAL"]
@@ -47,7 +47,7 @@ def _score(rate_sum: torch.Tensor, count: torch.Tensor, eps: float) -> torch.Ten
         warnings.warn(
             "The SAT score is undefined when no input is classified correctly by both models (empty X_AB); "
             "returning NaN.",
-            RuntimeWarning,
+            UndefinedMetricWarning,
             stacklevel=3,
         )
         out = torch.where(empty, torch.full_like(out, float("nan")), out)

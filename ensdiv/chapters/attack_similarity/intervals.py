@@ -81,6 +81,16 @@ def sat_estimate(value: float, replicates: np.ndarray, group: str) -> ed.report.
                               group)
 
 
+def mean_over_pairs(replicates: np.ndarray, columns: Any) -> np.ndarray:
+    """Per replicate, the mean SAT over the model pairs ``columns`` of ``replicates`` (R, pairs), NaN pairs (an
+    empty X_AB) left out; a replicate whose pairs are all NaN gives NaN (silently: numpy's ``nanmean`` would
+    warn "Mean of empty slice" on the page)."""
+    picked = np.asarray(replicates, dtype=float)[:, columns]
+    n = np.sum(~np.isnan(picked), axis=1)
+    total = np.nansum(picked, axis=1)
+    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+
+
 def new_group(tag: str = "sat") -> str:
     """A fresh group name for estimates that share resamples."""
     return f"{tag}-{next(_GROUP)}"
