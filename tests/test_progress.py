@@ -37,12 +37,19 @@ def test_training_under_lines_mode_prints_one_line_and_no_bar(monkeypatch, capsy
     assert "it/s" not in out.err and "%|" not in out.err
 
 
-def test_library_warnings_reach_a_page_once_as_a_note_without_paths():
-    """On an executed page (ENSDIV_PROGRESS=lines) a warning of the library is shown once, as a note with the
-    message only; a third-party warning is left as Python shows it."""
+def _run_as_a_page(code: str):
+    """Run ``code`` in a fresh Python as an executed page runs (ENSDIV_PROGRESS=lines)."""
+    import os
     import subprocess
     import sys
 
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "ENSDIV_PROGRESS": "lines"}, check=True)
+
+
+def test_library_warnings_reach_a_page_once_as_a_note_without_paths():
+    """On an executed page (ENSDIV_PROGRESS=lines) a warning of the library is shown once, as a note with the
+    message only; a third-party warning is left as Python shows it."""
     code = (
         "import IPython.display as d\n"
         "d.display = lambda obj: print('DISPLAY', obj.data)\n"
@@ -52,8 +59,7 @@ def test_library_warnings_reach_a_page_once_as_a_note_without_paths():
         "    warnings.warn('entry <x> is corrupt', CorruptEntryWarning)\n"
         "warnings.warn('not ours', UserWarning)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**__import__("os").environ, "ENSDIV_PROGRESS": "lines"}, check=True)
+    out = _run_as_a_page(code)
     notes = [ln for ln in out.stdout.splitlines() if ln.startswith("DISPLAY")]
     assert notes == ['DISPLAY <div class="admonition note"><p class="admonition-title">Note</p>'
                      '<p>entry &lt;x&gt; is corrupt</p></div>']
@@ -64,9 +70,6 @@ def test_an_undefined_metric_raised_for_the_callers_line_is_still_a_note():
     """The SAT score of two models sharing no correct input warns with stacklevel pointing at the caller (a
     notebook cell, outside the package): its own class, UndefinedMetricWarning, keeps it a note without the
     cell's temporary file path (#32: the smoke page measuring_diversity showed /tmp/ipykernel_… lines)."""
-    import subprocess
-    import sys
-
     code = (
         "import IPython.display as d\n"
         "d.display = lambda obj: print('DISPLAY', obj.data)\n"
@@ -74,8 +77,7 @@ def test_an_undefined_metric_raised_for_the_callers_line_is_still_a_note():
         "f = torch.tensor([True, False])\n"
         "print(float(ed.metrics.sat_score(f, f, torch.tensor([False, False]))))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**__import__("os").environ, "ENSDIV_PROGRESS": "lines"}, check=True)
+    out = _run_as_a_page(code)
     assert "nan" in out.stdout and "empty X_AB" in out.stdout and "DISPLAY" in out.stdout
     assert "RuntimeWarning" not in out.stderr and "<string>" not in out.stderr
 
