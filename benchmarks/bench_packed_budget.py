@@ -6,7 +6,8 @@ own with its whole schedule, and scores each on the 5,000 validation images (nev
 go to the shared cache, so the run at the budget Table 1 uses is Table 1's own model.
 
 Run ``python benchmarks/bench_packed_budget.py --epochs 1 2 4 8``; writes
-``benchmarks/results/packed_budget.json``, which Table 1's page shows beside its own run.
+``benchmarks/results/packed_budget.json``: the record of the curve that chose ``TABLE1_EPOCHS`` (with the
+machine and load). Table 1's page computes the same curve itself from the cache (``budget_epochs``).
 """
 
 from __future__ import annotations

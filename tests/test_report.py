@@ -579,3 +579,19 @@ def test_chapter_summary_lists_the_chapters_claims_and_failed_pages(build, monke
     assert "key page {doc}`broken </notebooks/sed/broken>` failed." in failed_key and "{image}" not in failed_key
     with pytest.raises(EnsdivError, match="Unknown scale"):
         report.chapter_summary("big", chapter="sed", pages=pages)
+
+
+def test_nan_mean_equals_numpy_and_is_silent_where_every_entry_is_nan():
+    import warnings
+
+    rng = np.random.default_rng(0)
+    a = rng.random((6, 5))
+    a[a < 0.3] = np.nan
+    a[2] = np.nan  # one row with nothing defined
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "Mean of empty slice" would raise here
+        got = report.nan_mean(a, axis=1)
+    rows = [r for r in range(6) if r != 2]
+    np.testing.assert_allclose(got[rows], np.nanmean(a[rows], axis=1))
+    assert np.isnan(got[2])
+    np.testing.assert_allclose(report.nan_mean(a[rows], axis=0), np.nanmean(a[rows], axis=0))

@@ -49,27 +49,45 @@ def average_precision_11pt(scores: Any, targets: Any, *, validate_args: bool = T
         >>> average_precision_11pt(s, torch.tensor([1, 0, 1, 0, 1]))  # (4·1 + 3·(2/3) + 4·(3/5)) / 11
         tensor(0.7636)
     """
-    s = as_tensor(scores, "scores", validate=validate_args)
-    y = as_tensor(targets, "targets", validate=validate_args)
-    if validate_args:
-        if s.dim() != 1 or y.shape != s.shape:
-            raise InvalidInputError(f"average_precision_11pt needs scores and targets of one shape (N,), got "
-                                    f"{tuple(s.shape)} and {tuple(y.shape)}.")
-        if not ((y == 0) | (y == 1)).all():
-            raise InvalidInputError("average_precision_11pt needs targets of 0 (negative) and 1 (positive).")
-        if not (y == 1).any():
-            raise InvalidInputError("average_precision_11pt needs at least one positive (recall is undefined).")
-    # the cuts, by hand in float64: torchmetrics' curve computes precision in float32 (1e-9 off the devkit)
-    order = torch.argsort(s, descending=True, stable=True)
-    ranked, positive = s[order], y[order].double()
+    s, y = _inputs("average_precision_11pt", scores, targets, 1, validate_args)
+    return _ap11(s.unsqueeze(1), y.unsqueeze(1))[0]
+
+
+def _inputs(name: str, scores: Any, targets: Any, ndim: int, validate: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``scores`` and ``targets`` as tensors of one shape, (N,) for ``ndim`` 1 or (N, C) for 2, targets 0/1, every
+    column with a positive (recall is undefined without one)."""
+    shape = "(N,)" if ndim == 1 else "(N, C)"
+    s, y = as_tensor(scores, "scores", validate=validate), as_tensor(targets, "targets", validate=validate)
+    if not validate:
+        return s, y
+    if s.dim() != ndim or y.shape != s.shape:
+        raise InvalidInputError(f"{name} needs scores and targets of one shape {shape}, got {tuple(s.shape)} and "
+                                f"{tuple(y.shape)}.")
+    if not ((y == 0) | (y == 1)).all():
+        raise InvalidInputError(f"{name} needs targets of 0 (negative) and 1 (positive).")
+    if not (y == 1).reshape(len(y), -1).any(0).all():
+        raise InvalidInputError(f"{name} needs at least one positive in every class (recall is undefined).")
+    return s, y
+
+
+def _ap11(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """11-point AP of every column of ``scores`` / ``targets`` (N, C) at once -> (C,), in the scores' dtype.
+
+    The cuts are computed by hand in float64 (torchmetrics' curve computes precision in float32, 1e-9 off the
+    devkit): per column, the items ranked by descending score, true and false positives accumulated, and a cut
+    after the last item of each run of tied scores; a position inside a run is not a cut and gets precision 0,
+    which never raises a maximum.
+    """
+    ranked, order = torch.sort(scores, dim=0, descending=True, stable=True)
+    positive = torch.gather(targets, 0, order).double()
     tp, fp = positive.cumsum(0), (1 - positive).cumsum(0)
     cut = torch.ones_like(ranked, dtype=torch.bool)
-    cut[:-1] = ranked[1:] != ranked[:-1]  # a cut after the last item of each run of tied scores
-    tp, fp = tp[cut], fp[cut]
-    precision, recall = tp / (tp + fp), tp / tp[-1]
-    reached = recall.unsqueeze(0) >= _RECALLS.unsqueeze(1)  # (11, cuts)
+    cut[:-1] = ranked[1:] != ranked[:-1]
+    precision = torch.where(cut, tp / (tp + fp), torch.zeros((), dtype=torch.float64))  # (N, C)
+    recall = tp / tp[-1:]
+    reached = recall.unsqueeze(0) >= _RECALLS.view(-1, 1, 1)  # (11, N, C)
     best = torch.where(reached, precision.unsqueeze(0), torch.zeros((), dtype=torch.float64)).amax(dim=1)
-    return best.mean().to(compute_dtype(s.dtype))
+    return best.mean(0).to(compute_dtype(scores.dtype))
 
 
 def mean_average_precision_11pt(scores: Any, targets: Any, *, validate_args: bool = True) -> torch.Tensor:
@@ -91,10 +109,5 @@ def mean_average_precision_11pt(scores: Any, targets: Any, *, validate_args: boo
         >>> mean_average_precision_11pt(s, torch.tensor([[1, 0], [0, 1], [0, 1]]))  # (1 + 1) / 2
         tensor(1.)
     """
-    s = as_tensor(scores, "scores", validate=validate_args)
-    y = as_tensor(targets, "targets", validate=validate_args)
-    if validate_args and (s.dim() != 2 or y.shape != s.shape):
-        raise InvalidInputError(f"mean_average_precision_11pt needs scores and targets of one shape (N, C), got "
-                                f"{tuple(s.shape)} and {tuple(y.shape)}.")
-    per_class = [average_precision_11pt(s[:, c], y[:, c], validate_args=validate_args) for c in range(s.shape[1])]
-    return torch.stack(per_class).mean()
+    s, y = _inputs("mean_average_precision_11pt", scores, targets, 2, validate_args)
+    return _ap11(s, y).mean()  # every class at once

@@ -88,6 +88,7 @@ from ensdiv.report.uncertainty import (
     correlation,
     fisher_interval,
     from_seeds,
+    nan_mean,
     paired_bootstrap,
 )
 
@@ -95,7 +96,7 @@ __all__ = [
     "LEVEL", "OUTCOMES", "PAPERS", "SCALES", "SOURCES", "STAGING_ENV", "VERDICTS", "Check", "Claim", "Estimate",
     "Outcome", "PageRun", "above", "audit", "below", "chapter_summary", "check_record", "claim", "claims_dir",
     "claims_page", "correlated", "correlation", "describe_strength", "evaluate", "facts_table", "fisher_interval",
-    "from_seeds",
-    "greater", "less", "load_claims", "negative", "noninferior", "null_values", "paired_bootstrap", "positive",
+    "from_seeds", "greater", "less", "load_claims", "nan_mean", "negative", "noninferior", "null_values",
+    "paired_bootstrap", "positive",
     "ratio_above", "read_records", "significant", "slug", "strength_of", "verdict", "verdict_box", "within",
 ]

@@ -36,7 +36,20 @@ from scipy import stats
 from ensdiv.errors import InvalidInputError
 
 __all__ = ["LEVEL", "SOURCES", "Estimate", "correlation", "fisher_interval", "from_seeds", "member_resample",
-           "paired_bootstrap"]
+           "nan_mean", "paired_bootstrap"]
+
+def nan_mean(values: Any, *, axis: int = -1) -> np.ndarray:
+    """The mean along ``axis`` leaving NaN entries out, NaN where every entry is NaN — without the "Mean of empty
+    slice" warning :func:`numpy.nanmean` prints there (a page would show it raw). For replicates of a quantity
+    that is undefined on some of them (a SAT pair with no common correct image, a constant layer's CKA).
+
+    >>> nan_mean(np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan]]))
+    array([ 2., nan])
+    """
+    a = np.asarray(values, dtype=float)
+    n = np.sum(~np.isnan(a), axis=axis)
+    return np.where(n > 0, np.nansum(a, axis=axis) / np.maximum(n, 1), np.nan)
+
 
 #: The book's one interval level.
 LEVEL = 0.90

@@ -83,12 +83,8 @@ def sat_estimate(value: float, replicates: np.ndarray, group: str) -> ed.report.
 
 def mean_over_pairs(replicates: np.ndarray, columns: Any) -> np.ndarray:
     """Per replicate, the mean SAT over the model pairs ``columns`` of ``replicates`` (R, pairs), NaN pairs (an
-    empty X_AB) left out; a replicate whose pairs are all NaN gives NaN (silently: numpy's ``nanmean`` would
-    warn "Mean of empty slice" on the page)."""
-    picked = np.asarray(replicates, dtype=float)[:, columns]
-    n = np.sum(~np.isnan(picked), axis=1)
-    total = np.nansum(picked, axis=1)
-    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    empty X_AB) left out (:func:`ensdiv.report.nan_mean`: NaN, silently, where every pair is NaN)."""
+    return ed.report.nan_mean(np.asarray(replicates, dtype=float)[:, columns], axis=1)
 
 
 def new_group(tag: str = "sat") -> str:

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ensdiv.errors import InvalidInputError
+from ensdiv.report import nan_mean
 
 _SKIP = (nn.Identity, nn.Dropout, nn.ReLU, nn.GELU, nn.Flatten)
 
@@ -57,7 +58,8 @@ def corresponding_layers(la: Sequence[str], lb: Sequence[str]) -> list[tuple[int
 
 
 def corresponding_mean(cka: torch.Tensor | np.ndarray, la: Sequence[str], lb: Sequence[str]) -> np.ndarray:
-    """Mean CKA over :func:`corresponding_layers`, NaN entries (constant layers) left out.
+    """Mean CKA over :func:`corresponding_layers`, NaN entries (constant layers) left out (NaN, silently, when
+    every corresponding entry is NaN: :func:`ensdiv.report.nan_mean`).
 
     Shape:
         ``cka`` (..., La, Lb) -> (...): one value per map (a batch of maps gives one per batch).
@@ -70,4 +72,4 @@ def corresponding_mean(cka: torch.Tensor | np.ndarray, la: Sequence[str], lb: Se
         raise InvalidInputError(f"A CKA map of shape {tuple(c.shape[-2:])} does not have {len(la)} x {len(lb)} "
                                 "layers.")
     rows, cols = zip(*pairs, strict=True)
-    return np.nanmean(c[..., list(rows), list(cols)], axis=-1)
+    return nan_mean(c[..., list(rows), list(cols)], axis=-1)
