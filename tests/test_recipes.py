@@ -122,6 +122,40 @@ def test_method_requirements():
         Joint(members=0)
 
 
+def test_pretrain_head_and_source_size_keep_the_old_cache_keys():
+    """``head`` and ``source_size`` came after pre-trained models were cached: at their defaults they stay out of
+    the key; set, they enter it; a wrong value is one sentence."""
+    p = Pretrain(dataset="pretrain/shapes", epochs=2)
+    assert "head" not in p.to_dict() and "source_size" not in p.to_dict()
+    f = p.replace(head="finetune", source_size=50000)
+    assert (f.to_dict()["head"], f.to_dict()["source_size"]) == ("finetune", 50000)
+    base = Recipe.make(model="test_cnn", epochs=1)
+    assert base.replace(method=f).key() != base.replace(method=p).key()
+    assert Recipe.from_dict(base.replace(method=f).to_dict()).method == f
+    with pytest.raises(UnknownNameError, match="head after pre-training"):
+        Pretrain(dataset="pretrain/shapes", head="linear")
+    with pytest.raises(InvalidInputError, match="'source_size' must be zero or positive"):
+        Pretrain(dataset="pretrain/shapes", source_size=-1)
+
+
+def test_fine_tuned_pretraining_shares_the_backbone_and_trains_every_layer(tmp_path):
+    """A probe and a fine-tuned recipe over the same pre-training share one cached backbone; the probe keeps its
+    convolutions, fine-tuning changes them; the backbone's key records the source size."""
+    store = ed.Store(tmp_path)
+    base = Recipe.make(model="test_cnn", epochs=1, batch_size=64, train_subset=128)
+    pre = Pretrain(dataset="pretrain/shapes", epochs=1, source_size=256)
+    probe = ed.train_recipe(base.replace(method=pre), store=store, progress=False)
+    tuned = ed.train_recipe(base.replace(method=pre.replace(head="finetune")), store=store, progress=False)
+    (entry,) = store.entries("pretrained")
+    config = store.read_config(entry)
+    assert config["method"]["source_size"] == 256 and "head" not in config["method"]
+    backbone = store.load("pretrained", config)
+    conv = [k for k, v in backbone.items() if v.dim() == 4]
+    assert conv
+    assert all(torch.equal(probe.state_dict()[k], backbone[k]) for k in conv)
+    assert all(not torch.equal(tuned.state_dict()[k], backbone[k]) for k in conv)
+
+
 def test_zoo_covers_the_papers_categories():
     cpu = ZOO["cpu"]
     cats = {category_of(k) for k in cpu}

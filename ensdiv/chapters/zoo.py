@@ -39,6 +39,7 @@ import pandas as pd
 import torch
 
 from ensdiv import Distill, Pretrain, Recipe, Store, cached_predictions, default_store, get_dataset
+from ensdiv.data.glyphs import LETTERS_SIZE, SHAPES_LARGE_SIZE
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.models import PAPER_MODELS
 from ensdiv.store import config_key
@@ -70,16 +71,18 @@ ARCHS = [
 EVAL_SET = {"smoke": "fmnist/test", "cpu": "fmnist/test", "paper": "imagenet/val-5k"}
 
 
-def _build_zoo(base: Recipe, name_of: Callable[[str], str]) -> dict[str, Recipe]:
-    """Every zoo entry over ``base``; ``name_of`` maps an architecture key to this scale's registered name."""
+def _build_zoo(base: Recipe, name_of: Callable[[str], str], *, large_sources: bool = True) -> dict[str, Recipe]:
+    """Every zoo entry over ``base``; ``name_of`` maps an architecture key to this scale's registered name;
+    ``large_sources`` pre-trains the fine-tuned Dataset models on every image of the 52,000 letters and
+    60,000 shapes (else on the base's image budget of the small glyph and shape sets)."""
 
     def arch(a: str) -> Recipe:
         return base.replace(model=name_of(a), **(_ADAMW if a in _ADAMW_ARCHS else {}))
 
     zoo: dict[str, Recipe] = {f"arch/{a}": arch(a) for a in ARCHS}
     res = zoo["arch/resnet"]
-    for s in (1, 2, 3):
-        zoo[f"reinit/resnet-s{s}"] = res.replace(seed=s)
+    for s in (1, 2, 3):  # the initialisation alone differs (the data order is the base's), as the paper's Reinit
+        zoo[f"reinit/resnet-s{s}"] = res.replace(init_seed=s)
     hp = {
         "lr0.01": {"lr": 0.01},
         "lr0.2": {"lr": 0.2},
@@ -96,10 +99,18 @@ def _build_zoo(base: Recipe, name_of: Callable[[str], str]) -> dict[str, Recipe]
     epochs = base.optim.epochs
     simclr = Pretrain(objective="simclr", epochs=epochs, lr=0.1)
     zoo["framework/resnet-simclr"] = res.replace(method=simclr, augment="none", lr=0.1)
-    zoo["framework/resnet-distill"] = res.replace(method=Distill(teacher=zoo["arch/convnext"].to_dict()), seed=4)
+    # the paper's kind of Framework model (§3.1: SimCLR fine-tuned, DeiT distilled from a CNN teacher): a ResNet
+    # student keeps the architecture fixed; the teachers are other architectures, never the base itself
+    zoo["framework/resnet-simclr-ft"] = res.replace(method=simclr.replace(head="finetune"))
+    zoo["framework/resnet-distill"] = res.replace(method=Distill(teacher=zoo["arch/mobilenetv3"].to_dict()), seed=4)
+    zoo["framework/resnet-distill-hard"] = res.replace(
+        method=Distill(teacher=zoo["arch/efficientnet"].to_dict(), mode="hard"), seed=4
+    )
+    # design-diversity's distilled DeiT (its teacher is the base; training-methods leaves it out of Framework)
     zoo["framework/deit-distill-hard"] = zoo["arch/deit"].replace(
         method=Distill(teacher=res.to_dict(), mode="hard"), seed=4
     )
+    # linear probes on small sources (kept for the chapters that use them; not the paper's kind of Dataset model)
     for src in ("shapes", "digits"):
         zoo[f"dataset/resnet-{src}"] = res.replace(
             method=Pretrain(dataset=f"pretrain/{src}", epochs=epochs * (1 if src == "shapes" else 3)), lr=0.1
@@ -107,6 +118,19 @@ def _build_zoo(base: Recipe, name_of: Callable[[str], str]) -> dict[str, Recipe]
     # a real data source of another domain (typography; training-methods' analogue of JFT/CLIP data)
     glyphs = Pretrain(dataset="pretrain/glyphs", epochs=2 * epochs)
     zoo["dataset/resnet-glyphs"] = res.replace(method=glyphs, lr=0.1)
+    # the paper's kind of Dataset model: pre-trained on a source larger than the base's training set, then
+    # fine-tuned end to end like the base (BiT, ViT-21k); the contrastive one plays CLIP / ALIGN
+    # (smoke: 5,200 letters and the 12,000 shapes, so that a test run renders no 52,000 letters)
+    letters, shapes = ("pretrain/letters", "pretrain/shapes-large") if large_sources else ("pretrain/letters-small",
+                                                                                          "pretrain/shapes")
+    size = {"pretrain/letters": LETTERS_SIZE, "pretrain/shapes-large": SHAPES_LARGE_SIZE}
+
+    def big(src: str, **kw: Any) -> Pretrain:
+        return Pretrain(dataset=src, epochs=max(1, epochs // 2), head="finetune", source_size=size.get(src, 0), **kw)
+
+    zoo["dataset/resnet-letters-ft"] = res.replace(method=big(letters))
+    zoo["dataset/resnet-shapes-ft"] = res.replace(method=big(shapes))
+    zoo["dataset/resnet-letters-simclr-ft"] = res.replace(method=big(letters, objective="simclr"))
     # design-diversity Table i analogues (names follow the paper's ids)
     rx = zoo["arch/resnext"]
     deit = zoo["arch/deit"]
@@ -170,7 +194,7 @@ _PAPER_BASE = Recipe.make(
 ZOO: dict[str, dict[str, Recipe]] = {
     "smoke": {
         k: v
-        for k, v in _build_zoo(_SMOKE_BASE, lambda a: f"test_{a}").items()
+        for k, v in _build_zoo(_SMOKE_BASE, lambda a: f"test_{a}", large_sources=False).items()
         if k.startswith(("arch/", "framework/", "dataset/"))
         or k in ("reinit/resnet-s1", "hparam/resnet-mixup")
     },
@@ -202,7 +226,7 @@ def zoo_recipes(scale: str = "cpu", only: str | list[str] | None = None) -> dict
 
 
 _SOURCE_SIZE = {"pretrain/digits": 1797, "pretrain/shapes": 12000, "pretrain/glyphs": 12400,
-                "fmnist/train": 55000}
+                "pretrain/letters": LETTERS_SIZE, "pretrain/shapes-large": SHAPES_LARGE_SIZE, "fmnist/train": 55000}
 
 
 def images_seen(r: Recipe, seen_backbones: set | None = None) -> int:
@@ -211,12 +235,14 @@ def images_seen(r: Recipe, seen_backbones: set | None = None) -> int:
     epochs, method = r.optim.epochs, r.method
     if isinstance(method, Pretrain):
         src = method.dataset or r.data.dataset
-        m = min(r.data.subset or 10**9, _SOURCE_SIZE.get(src, n))
+        m = min(method.source_size or r.data.subset or 10**9, _SOURCE_SIZE.get(src, n))
         pre = method.epochs * m * (2 if method.objective == "simclr" else 1)
-        backbone = (r.model.name, src, method.epochs, method.seed if method.seed >= 0 else r.seeds.init)
+        backbone = (r.model.name, src, m, method.epochs, method.seed if method.seed >= 0 else r.seeds.init)
         if seen_backbones is not None:
             pre = 0 if backbone in seen_backbones else pre
             seen_backbones.add(backbone)
+        if method.head == "finetune":
+            return pre + epochs * n
         return pre + epochs * n // 20  # the linear probe runs on cached features: almost free
     teacher = epochs * n // 3 if isinstance(method, Distill) else 0  # teacher forward passes
     return epochs * n + teacher

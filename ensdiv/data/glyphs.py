@@ -11,6 +11,11 @@ weight (thinner by erosion or bolder by dilation), a random blur and mild sensor
 strokes on a dark 28x28 background like Fashion-MNIST. It shares no class, object or image statistics
 with clothing photographs: what transfers is generic (edges, strokes, curvature), which is the point.
 
+``pretrain/letters`` draws the 52 letters alone, 52,000 of them: a source larger than the zoo's 30,000
+Fashion-MNIST training images (as JFT is larger than ImageNet) that shares no class with a digits task,
+so a model pre-trained on it cannot carry a downstream digit class into training-methods' Fig. 7.
+``pretrain/shapes-large`` is :mod:`ensdiv.data.sources`' procedural shapes, 60,000 of them (seed 1).
+
 Determinism: the images are a pure function of ``(n, seed, size, fonts)``; every random draw comes
 from one ``numpy`` generator seeded by ``seed`` and the font list is sorted. The cache key holds the
 font file names, so a machine with other fonts builds (and caches) its own set instead of reading a
@@ -21,6 +26,7 @@ content-addressed store (:func:`ensdiv.store.cached`), like the shift sets.
 from __future__ import annotations
 
 import string
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -32,13 +38,21 @@ from ensdiv.data.registry import TensorSet, register_family
 from ensdiv.errors import EnsdivError
 from ensdiv.store import cached
 
-__all__ = ["GLYPH_CLASSES", "GLYPH_SIZE", "glyph_fonts", "render_glyphs", "load_glyphs"]
+__all__ = ["GLYPH_CLASSES", "GLYPH_SIZE", "LETTER_CLASSES", "LETTERS_SIZE", "LETTERS_SMALL_SIZE", "SHAPES_LARGE_SIZE",
+           "glyph_fonts", "render_glyphs", "load_glyphs"]
 
 _VERSION = 1
 #: class i is the character GLYPH_CLASSES[i]: digits, upper case, lower case
 GLYPH_CLASSES = list(string.digits + string.ascii_uppercase + string.ascii_lowercase)
 #: images in the registered set (62 classes x 200): two epochs of it cost what the zoo's 4-epoch budget costs
 GLYPH_SIZE = 12400
+#: the letters alone (no digit): ``pretrain/letters``, 52 classes x 1,000, larger than the zoo's 30,000-image base set
+LETTER_CLASSES = list(string.ascii_uppercase + string.ascii_lowercase)
+LETTERS_SIZE = 52000
+#: ``pretrain/letters-small``: 5,200 letters (100 per class), the smoke scale's digit-free source
+LETTERS_SMALL_SIZE = 5200
+#: ``pretrain/shapes-large``: the procedural shapes of :mod:`ensdiv.data.sources`, twice the base set's size
+SHAPES_LARGE_SIZE = 60000
 _DEBIAN_DEJAVU = Path("/usr/share/fonts/truetype/dejavu")
 # text faces only: symbol, math-extension and fallback fonts lack (or misdraw) letters and digits
 _SKIP = ("STIXNonUni", "STIXSiz", "cmex", "cmsy", "cmmi", "LastResort", "MathTeX", "Display")
@@ -113,47 +127,57 @@ def _render_one(font, ch: str, rng: np.random.Generator, size: int) -> np.ndarra
     return np.clip(small, 0.0, 1.0)
 
 
-def render_glyphs(n: int, *, seed: int = 0, size: int = 28, fonts: tuple[Path, ...] | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Render ``n`` glyph images, classes balanced (``n // 62`` or one more each) and shuffled.
+def render_glyphs(n: int, *, seed: int = 0, size: int = 28, fonts: tuple[Path, ...] | None = None,
+                  classes: Sequence[str] = tuple(GLYPH_CLASSES)) -> tuple[torch.Tensor, torch.Tensor]:
+    """Render ``n`` glyph images, classes balanced (``n // len(classes)`` or one more each) and shuffled.
 
     Args:
-        n: number of images (at least 62, one per class).
+        n: number of images (at least one per class).
         seed: seed of every random choice (class order, font, affine, stroke, blur, noise).
         size: side of the square images.
         fonts: font files (default :func:`glyph_fonts`).
+        classes: the characters to draw (default :data:`GLYPH_CLASSES`); label i is ``classes[i]``.
 
     Returns:
-        ``(x, y)``: uint8 images shaped (n, 1, size, size), int64 labels shaped (n,) indexing :data:`GLYPH_CLASSES`.
+        ``(x, y)``: uint8 images shaped (n, 1, size, size), int64 labels shaped (n,) indexing ``classes``.
     """
     from PIL import ImageFont
 
-    if n < len(GLYPH_CLASSES):
-        raise EnsdivError(f"render_glyphs needs at least one image per class (n >= 62), got n = {n}.")
+    classes = list(classes)
+    unknown = sorted(set(classes) - set(GLYPH_CLASSES))
+    if unknown or not classes:
+        raise EnsdivError(f"render_glyphs draws characters of GLYPH_CLASSES (0-9, A-Z, a-z); got {unknown or 'none'}.")
+    if n < len(classes):
+        raise EnsdivError(f"render_glyphs needs at least one image per class (n >= {len(classes)}), got n = {n}.")
     fonts = tuple(fonts or glyph_fonts())
     rng = np.random.default_rng(seed)
-    y = rng.permutation(np.arange(n) % len(GLYPH_CLASSES))
+    y = rng.permutation(np.arange(n) % len(classes))
     faces = [ImageFont.truetype(str(f), size=int(size * 4 * 0.62)) for f in fonts]
     which = rng.integers(0, len(faces), size=n)
     x = np.empty((n, 1, size, size), dtype=np.uint8)
     for i in range(n):
-        x[i, 0] = np.round(_render_one(faces[which[i]], GLYPH_CLASSES[y[i]], rng, size) * 255).astype(np.uint8)
+        x[i, 0] = np.round(_render_one(faces[which[i]], classes[y[i]], rng, size) * 255).astype(np.uint8)
     return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
 
 
-def load_glyphs(n: int = GLYPH_SIZE, *, seed: int = 0, size: int = 28) -> TensorSet:
-    """The glyph set as a :class:`TensorSet` of floats in [0, 1], built once and cached as uint8."""
+def load_glyphs(n: int = GLYPH_SIZE, *, seed: int = 0, size: int = 28, letters_only: bool = False) -> TensorSet:
+    """The glyph set as a :class:`TensorSet` of floats in [0, 1], built once and cached as uint8.
+
+    ``letters_only`` draws the 52 letters (:data:`LETTER_CLASSES`) and no digit: ``pretrain/letters``, a source
+    that shares no class with a digits task downstream (training-methods Fig. 7)."""
     fonts = glyph_fonts()
-    config = {"version": _VERSION, "name": "pretrain/glyphs", "n": n, "seed": seed, "size": size,
-              "fonts": [f.name for f in fonts]}
+    classes = LETTER_CLASSES if letters_only else GLYPH_CLASSES
+    name = "pretrain/letters" if letters_only else "pretrain/glyphs"
+    config = {"version": _VERSION, "name": name, "n": n, "seed": seed, "size": size, "fonts": [f.name for f in fonts]}
 
     def compute() -> dict[str, torch.Tensor]:
-        x, y = render_glyphs(n, seed=seed, size=size, fonts=fonts)
+        x, y = render_glyphs(n, seed=seed, size=size, fonts=fonts, classes=classes)
         return {"x": x, "y": y}
 
     payload = cached("datasets", config, compute)
-    return TensorSet(payload["x"].float().div_(255.0), payload["y"], "pretrain/glyphs", list(GLYPH_CLASSES),
-                     f"{n:,} character glyphs (0-9, A-Z, a-z: 62 classes) from {len(fonts)} TrueType fonts, "
+    what = "A-Z, a-z: 52 classes" if letters_only else "0-9, A-Z, a-z: 62 classes"
+    return TensorSet(payload["x"].float().div_(255.0), payload["y"], name, list(classes),
+                     f"{n:,} character glyphs ({what}) from {len(fonts)} TrueType fonts, "
                      "random affine, stroke and blur, 28x28 grey")
 
 
@@ -162,11 +186,29 @@ def _glyphs() -> TensorSet:
     return load_glyphs()
 
 
+@lru_cache(maxsize=1)
+def _letters() -> TensorSet:
+    return load_glyphs(LETTERS_SIZE, seed=1, letters_only=True)
+
+
+@lru_cache(maxsize=1)
+def _letters_small() -> TensorSet:
+    return load_glyphs(LETTERS_SMALL_SIZE, seed=1, letters_only=True)
+
+
+@lru_cache(maxsize=1)
+def _shapes_large() -> TensorSet:
+    s = sources.make_shapes(SHAPES_LARGE_SIZE, seed=1)
+    return TensorSet(s.x, s.y, "pretrain/shapes-large", s.classes,
+                     f"procedural shapes ({SHAPES_LARGE_SIZE:,}; 10 classes, seed 1)")
+
+
 _SOURCE_NAMES = ["pretrain/shapes", "pretrain/digits"]
+_BUILDERS = {"glyphs": _glyphs, "letters": _letters, "letters-small": _letters_small, "shapes-large": _shapes_large}
 
 
 def _pretrain_source(name: str) -> TensorSet:
-    return _glyphs() if name == "glyphs" else sources._pretrain_source(name)
+    return _BUILDERS[name]() if name in _BUILDERS else sources._pretrain_source(name)
 
 
 # The "pretrain" family is registered by ensdiv.data.sources; registering it again here (after sources,
@@ -174,7 +216,9 @@ def _pretrain_source(name: str) -> TensorSet:
 register_family(
     "pretrain",
     _pretrain_source,
-    names=lambda: [*_SOURCE_NAMES, "pretrain/glyphs"],
-    description="labelled pre-training sources other than Fashion-MNIST: procedural shapes (12,000), scikit-learn "
-    f"digits (1,797; 10 classes each) and rendered character glyphs ({GLYPH_SIZE:,}; 62 classes), 28x28 grey",
+    names=lambda: [*_SOURCE_NAMES, *(f"pretrain/{k}" for k in _BUILDERS)],
+    description="labelled pre-training sources other than Fashion-MNIST: procedural shapes (12,000; "
+    f"shapes-large {SHAPES_LARGE_SIZE:,}), scikit-learn digits (1,797; 10 classes each), rendered character glyphs "
+    f"({GLYPH_SIZE:,}; 62 classes) and letters ({LETTERS_SIZE:,}, letters-small {LETTERS_SMALL_SIZE:,}; 52 classes, "
+    "no digit), 28x28 grey",
 )

@@ -3,9 +3,9 @@
 * :class:`~ensdiv.train.Distill` — knowledge distillation (:func:`ensdiv.losses.distillation`).
 * :class:`~ensdiv.train.Pretrain` — pre-training on a source (supervised, or SimCLR-style contrastive:
   two random views, a 2-layer projection head, NT-Xent at temperature 0.5), then a linear probe on the
-  frozen penultimate features of the recipe's training data (training-methods' "framework" and
-  "dataset" categories). The backbone is cached (kind ``"pretrained"``), so recipes that differ only
-  in their probe share it.
+  frozen penultimate features of the recipe's training data, or end-to-end fine-tuning on it
+  (training-methods' "framework" and "dataset" categories). The backbone is cached (kind
+  ``"pretrained"``), so recipes that differ only in what follows pre-training share it.
 * :class:`~ensdiv.train.Joint` — M members trained together on an ensemble loss of :mod:`ensdiv.losses`
   (a logits loss of ``ENSEMBLE_LOSSES``, or a loss of ``INPUT_LOSSES`` that also needs the batch's inputs,
   through :class:`InputLossStack`).
@@ -139,7 +139,8 @@ def _pretrain_config(recipe: Recipe) -> dict[str, Any]:
         "optim": recipe.optim.replace(epochs=method.epochs, lr=method.lr or recipe.optim.lr).to_dict(),
         "subset_seed": recipe.seeds.subset,
         "seed": seed,
-        "method": method.to_dict() | {"seed": seed},
+        # the head after pre-training does not change the backbone: probed and fine-tuned recipes share it
+        "method": {k: v for k, v in method.to_dict().items() if k != "head"} | {"seed": seed},
     }
 
 
@@ -155,20 +156,22 @@ def pretrain_and_probe(
     precision: str | None = None,
 ) -> nn.Module:
     """Pre-train a backbone as ``recipe.method`` (:class:`~ensdiv.train.Pretrain`) says, then fit a
-    linear probe on ``data`` with the recipe's optimisation settings.
+    linear probe on ``data`` (``head="probe"``) or fine-tune the whole network on it (``head="finetune"``)
+    with the recipe's optimisation settings.
 
     Args:
         build_model: ``build_model(recipe, init_seed=..., **shape)``, the freshly initialised model.
 
     Returns:
-        The backbone with its classifier replaced by the probe, shaped like ``build_model(recipe, **shape)``.
+        The backbone with its classifier replaced by the probe (or the fine-tuned network), shaped like
+        ``build_model(recipe, **shape)``.
     """
     method = recipe.method
     assert isinstance(method, Pretrain)
-    # The pre-training source gets the same image budget (the data subset) as the probe's data.
-    source = (
-        get_dataset(method.dataset).subset(recipe.data.subset, seed=recipe.seeds.subset) if method.dataset else data
-    )
+    # The pre-training source gets the image budget of the probe's data (the data subset) unless the method
+    # names its own size (a larger source, as JFT is for ImageNet).
+    n_source = method.source_size or recipe.data.subset
+    source = get_dataset(method.dataset).subset(n_source, seed=recipe.seeds.subset) if method.dataset else data
     src_shape = (
         {**shape, "num_classes": max(source.num_classes, int(source.y.max()) + 1)}
         if method.objective == "supervised"
@@ -190,6 +193,13 @@ def pretrain_and_probe(
         else:
             fit(model, source, pre_optim, augment=recipe.data.augment, desc=f"{recipe.label} pretrain", **common)
         store.save("pretrained", pcfg, cpu_state(model))
+    if method.head == "finetune":
+        torch.manual_seed(recipe.seeds.init)  # the fresh classifier's draw
+        model.reset_classifier(shape["num_classes"])
+        fit(model, data, recipe.optim, seed=recipe.seeds.order, augment=recipe.data.augment,
+            crop_pad=recipe.data.crop_pad, accelerator=accelerator, precision=precision, progress=progress,
+            desc=f"{recipe.label} fine-tune")
+        return model.eval()
     # Linear probe on frozen penultimate features (standardised inside the head's weights afterwards).
     feats = all_features(model, data.x)
     mean, std = feats.mean(0), feats.std(0) + 1e-6

@@ -63,6 +63,8 @@ AUGMENTATIONS = ("none", "flip", "crop", "flipcrop", "mixup", "cutmix", "erasing
 RECIPE_VERSION = 2
 HEAD_CUTS = ("head", "block")
 HEAD_INITS = ("copy", "seed")
+#: what follows pre-training: a linear probe on the frozen backbone, or end-to-end fine-tuning
+PRETRAIN_HEADS = ("probe", "finetune")
 
 
 class _Part:
@@ -249,22 +251,36 @@ class Distill(_Part):
 class Pretrain(_Part):
     """Pre-train the backbone on ``dataset`` (``None`` = the recipe's own training images) with
     ``objective`` ``supervised`` or ``simclr`` for ``epochs`` (learning rate ``lr``; 0 = the recipe's),
-    then fit a linear probe on the recipe's data with the recipe's :class:`Optim`. The backbone is
-    seeded with ``seed`` (-1 = the recipe's init seed): two recipes with the same pre-training and
-    different probe seeds share one cached backbone."""
+    then train on the recipe's data with the recipe's :class:`Optim`: ``head="probe"`` fits a linear
+    probe on the frozen backbone, ``head="finetune"`` trains the whole network end to end from the
+    pre-trained weights and a fresh classifier (training-methods' BiT, SimCLR fine-tuned). The backbone
+    is seeded with ``seed`` (-1 = the recipe's init seed): recipes with the same pre-training share one
+    cached backbone, whatever their ``head`` and head seed.
+
+    ``source_size`` is the number of source images pre-trained on: 0 (the default) draws as many as the
+    recipe's training subset (an equal image budget); ``n`` draws ``n`` (every image when the source has
+    fewer), so a source can be *larger* than the downstream set, as JFT is for ImageNet. ``head`` and
+    ``source_size`` came after models were cached: at their defaults they are not part of the cache key.
+    """
 
     dataset: str | None = None
     objective: str = "supervised"
     epochs: int = 1
     lr: float = 0.0
     seed: int = -1
+    head: str = "probe"
+    source_size: int = 0
     kind: ClassVar[str] = "pretrain"
     _positive: ClassVar[tuple[str, ...]] = ("epochs",)
+    _non_negative: ClassVar[tuple[str, ...]] = ("source_size",)
+    _keyless_default: ClassVar[tuple[str, ...]] = ("head", "source_size")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.objective not in ("supervised", "simclr"):
             raise unknown_name("pre-training objective", self.objective, ("supervised", "simclr"))
+        if self.head not in PRETRAIN_HEADS:
+            raise unknown_name("head after pre-training", self.head, PRETRAIN_HEADS)
         if self.objective == "supervised" and not self.dataset:
             raise InvalidInputError(
                 "Supervised pre-training needs a source: Pretrain(dataset='pretrain/shapes', epochs=...)."

@@ -13,7 +13,8 @@ import torch
 from scipy import stats
 
 import ensdiv as ed
-from ensdiv.chapters.training_methods.analysis import GROUPS
+from ensdiv.chapters.training_methods.analysis import GROUPS, other_loss_or_data
+from ensdiv.chapters.training_methods.groups import group_share
 from ensdiv.chapters.training_methods.paper import CATEGORIES, CATEGORY_LABELS
 from ensdiv.chapters.training_methods.population import Outputs, Population, calibrated_probs
 from ensdiv.chapters.zoo import category_of
@@ -238,19 +239,24 @@ def class_share(dtheta: np.ndarray, labels: np.ndarray) -> float:
     return float((counts * (means - dtheta.mean()) ** 2).sum() / total)
 
 
-def class_estimates(angles: Mapping[str, pd.DataFrame | None], *, n_resamples: int, seed: int) -> dict[str, Any]:
-    """Fig. 4: per category's pair, ``"class spread <Category>"`` (:func:`class_spread`) and ``"class share
-    <Category>"`` (:func:`class_share`), from one paired bootstrap over the test samples; a NaN estimate for a
-    missing pair."""
-    names = [f"class {w} {CATEGORY_LABELS[c]}" for c in angles for w in ("spread", "share")]
-    result: dict[str, Any] = {name: missing_estimate() for name in names}
+def class_estimates(angles: Mapping[str, pd.DataFrame | None], *, n_resamples: int, seed: int,
+                    groups: np.ndarray | None = None) -> dict[str, Any]:
+    """Fig. 4: per category's pair, ``"class spread <Category>"`` (:func:`class_spread`), ``"class share
+    <Category>"`` (:func:`class_share`) and, with ``groups`` (:func:`class_groups`), ``"group share <Category>"``
+    (:func:`group_share`), from one paired bootstrap over the test samples; a NaN estimate for a missing pair or
+    missing groups."""
+    kinds = ("class spread", "class share", "group share")
+    result: dict[str, Any] = {f"{w} {CATEGORY_LABELS[c]}": missing_estimate() for c in angles for w in kinds}
+    fns: dict[str, Any] = {"class spread": class_spread, "class share": class_share}
+    if groups is not None:
+        fns["group share"] = lambda d, y: group_share(d, y, groups)
     per, stat = {}, {}
     for c, a in angles.items():
         if a is None:
             continue
         arrays = (a["theta"].to_numpy(float) - 45.0, a["label"].to_numpy(int))
-        for w, fn in (("spread", class_spread), ("share", class_share)):
-            per[f"class {w} {CATEGORY_LABELS[c]}"], stat[f"class {w} {CATEGORY_LABELS[c]}"] = arrays, fn
+        for w, fn in fns.items():
+            per[f"{w} {CATEGORY_LABELS[c]}"], stat[f"{w} {CATEGORY_LABELS[c]}"] = arrays, fn
     if per:
         result.update(bootstrap(per, stat, n_resamples=n_resamples, seed=seed))
     return result
@@ -259,15 +265,15 @@ def class_estimates(angles: Mapping[str, pd.DataFrame | None], *, n_resamples: i
 def first_additions(out: Outputs, temps: torch.Tensor, high: Sequence[str], low: Sequence[str]) -> pd.DataFrame:
     """Fig. 5, the most useful first addition by kind: for each high-accuracy model, the low-accuracy model
     whose two-model ensemble with it is the most accurate on the *validation* split, among the models trained
-    with another loss or on other data (:data:`DIVERSE_CATEGORIES`, column ``diverse``) and among the others
-    (``similar``); None when a kind has no candidate."""
+    with another loss or on other data than the high model (:func:`other_loss_or_data`, column ``diverse``) and
+    among the others (``similar``); None when a kind has no candidate."""
     zval = calibrated_probs(out, temps, "val")
     y = out.labels["val"]
     rows = []
     for h in high:
         row: dict[str, Any] = {"high": h}
-        for kind, pool in (("diverse", [k for k in low if out.category[k] in DIVERSE_CATEGORIES]),
-                           ("similar", [k for k in low if out.category[k] not in DIVERSE_CATEGORIES])):
+        other = [k for k in low if other_loss_or_data(out, h, k)]
+        for kind, pool in (("diverse", other), ("similar", [k for k in low if k not in other])):
             accs = {k: float(((zval[out.index(h)] + zval[out.index(k)]).argmax(-1) == y).double().mean())
                     for k in pool if k != h}
             row[kind] = max(accs, key=accs.get) if accs else None  # ties: the first in ``low``
