@@ -27,6 +27,26 @@ def test_fit_logistic_matches_sklearn():
     np.testing.assert_allclose(ours, sk.predict_proba(x.numpy()), atol=2e-4)
 
 
+def test_fit_logistic_multilabel_matches_sklearn_one_vs_rest():
+    """Each class of the multi-label objective is scikit-learn's binary LogisticRegression(C=1/(λN))."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 5, generator=g, dtype=torch.float64)
+    y = (x[:, :3] + 0.5 * torch.randn(300, 3, generator=g, dtype=torch.float64) > 0).long()
+    lam = 0.01
+    w, b = probe.fit_logistic_multilabel(x, y, l2=lam)
+    assert w.shape == (3, 5) and b.shape == (3,)
+    for c in range(3):
+        ref = LogisticRegression(C=1 / (lam * 300), tol=1e-10, max_iter=10000).fit(x.numpy(), y[:, c].numpy())
+        np.testing.assert_allclose(w[c].numpy(), ref.coef_[0], atol=1e-4)
+        np.testing.assert_allclose(b[c].item(), ref.intercept_[0], atol=1e-4)
+    with pytest.raises(InvalidInputError, match="shaped \\(300, C\\)"):
+        probe.fit_logistic_multilabel(x, y[:, 0], l2=lam)
+    with pytest.raises(InvalidInputError, match="0/1 indicators"):
+        probe.fit_logistic_multilabel(x, y * 2, l2=lam)
+    with pytest.raises(InvalidInputError, match="l2 must be"):
+        probe.fit_logistic_multilabel(x, y, l2=-1.0)
+
+
 def test_probe_recovers_a_known_linear_rule():
     x, y, w = _data(n=2000)
     p = probe.linear_probe(x[:1200], y[:1200], x[1200:1600], y[1200:1600], l2_grid=[1.0, 1e-2, 1e-4])

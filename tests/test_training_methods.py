@@ -481,3 +481,79 @@ def test_appendix_tables_2_to_4_are_transcribed():
     assert len(t4) == 25 and t4.loc["ResNet-50x2", "accuracy"] == 78.70
     assert t4.loc["ResNet-50 (DropBlock 1234, 0.1)", "accuracy"] == 27.19
     assert not t4["accuracy"].between(74, 78).any()  # the reason they were left out
+
+
+def test_paper_preset_names_the_papers_models():
+    """#28: the paper preset's pairs and Fig. 7 models are paper models of the right category, and the timm names
+    the mapping pins exist in timm's registry (nothing is downloaded)."""
+    import timm
+
+    rows = pd.concat([ch.PAPER_TABLE1, ch.PAPER_TABLE2]).drop_duplicates("model").set_index("model")
+    for stem in ("fig03_specialization_angles", "fig04_per_class_specialization", "fig06_feature_overlap"):
+        cfg = ch.preset(stem, "paper", verbose=False)
+        assert cfg.pairs_outside_band
+        for c in ("reinit", "arch", "dataset"):
+            name = cfg[f"prefer_{c}"]
+            assert rows.loc[name, "category"] == c, (stem, name)
+        assert not ch.preset(stem, "cpu", verbose=False).pairs_outside_band
+    assert ch.preset("fig06_feature_overlap", "paper", verbose=False).prefer_arch == "EfficientNet-B0"  # §4.6
+    down = ch.preset("fig07_downstream_transfer", "paper", verbose=False).down_models
+    assert down == ["MPL", "ViT-G/14", "CLIP-S"] and all(m in rows.index for m in down)
+    # the base is pinned to torchvision's 76.1 % weights, not timm's default 80.4 % recipe; CLIP-S to CLIP RN101
+    assert ch.PAPER_TIMM["ResNet-50"] == "resnet50.tv_in1k" and ch.PAPER_TIMM["CLIP-S"] == "resnet101_clip.openai"
+    for name in ch.PAPER_TIMM.values():
+        if name:
+            assert timm.list_pretrained(name) or timm.is_model(name), name
+    assert ch.preset("fig06_feature_overlap", "paper", verbose=False).probe_device == "auto"
+
+
+def test_representative_outside_band_and_probe_device():
+    table = pd.DataFrame(
+        {"category": ["arch", "arch", "dataset"], "error_inconsistency": [0.1, 0.2, 0.3]},
+        index=["a_in", "a_out", "d_in"],
+    )
+    pop = ch.Population(
+        "b",
+        ["a_in", "d_in"],
+        {"a_out": "outside"},
+        (0.7, 0.8),
+        {},
+        {"a_in": "arch", "a_out": "arch", "d_in": "dataset"},
+    )
+    assert ch.representative(table, pop, "arch", "a_out", outside_band=True) == "a_out"
+    with pytest.warns(ch.PopulationWarning, match="a_out is not in the band"):
+        assert ch.representative(table, pop, "arch", "a_out") == "a_in"
+    # a preferred model of another category is never taken
+    with pytest.warns(ch.PopulationWarning):
+        assert ch.representative(table, pop, "arch", "d_in", outside_band=True) == "a_in"
+    assert ch.probe_device({"probe_device": "cpu"}).type == "cpu"
+    assert ch.probe_device({"probe_device": "auto"}).type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(InvalidInputError, match="Unknown probe_device"):
+        ch.probe_device({"probe_device": "tpu"})
+    if not torch.cuda.is_available():
+        with pytest.raises(InvalidInputError, match="has no CUDA device"):
+            ch.probe_device({"probe_device": "cuda"})
+
+
+def test_multilabel_downstream_probes_score_voc_map():
+    """#28 paper path of Fig. 7: multi-label targets (VOC) give one sigmoid probe per class, λ chosen by validation
+    11-point mAP; the estimates bootstrap the mAP of the chosen probes, equal on the full set to the metric."""
+    g = torch.Generator().manual_seed(1)
+    n, d, c = 240, 6, 4
+    feats = {k: torch.randn(n, d, generator=g) for k in ("m1", "m2")}
+    y = (feats["m1"][:, :c] + feats["m2"][:, :c] + torch.randn(n, c, generator=g) > 0.5).long()
+    cut = {"train": slice(0, 120), "val": slice(120, 180), "test": slice(180, 240)}
+    splits = {s: ({k: v[i] for k, v in feats.items()}, y[i]) for s, i in cut.items()}
+    cfg = {"l2_grid": [1.0, 1e-2, 1e-4], "probe_iter": 50, "probe_dtype": "float64", "probe_device": "cpu"}
+    res = ch.downstream_probes(cfg, splits)
+    assert list(res["models"]) == ["m1", "m2", "m1 + m2"]
+    pair = res.set_index("models").loc["m1 + m2"]
+    scores, targets = pair["test_correct"]
+    assert scores.shape == (60, c) and targets.shape == (60, c)
+    assert pair["test_acc"] == pytest.approx(float(ed.metrics.mean_average_precision_11pt(
+        torch.as_tensor(scores), torch.as_tensor(targets))))
+    # the pair holds the labels' two halves of the signal: it ranks better than either alone
+    assert pair["test_acc"] > res.set_index("models").loc["m1", "test_acc"]
+    est = ch.downstream_estimates(res, {"pair": "m1 + m2", "single": "m1", "none": None}, n_resamples=50, seed=0)
+    assert est["pair"].value == pytest.approx(100 * pair["test_acc"])
+    assert len(est["pair"].replicates) == 50 and np.isnan(est["none"].value)

@@ -40,6 +40,7 @@ from ensdiv.chapters.training_methods.analysis import (
     loss_and_data,
     other_loss_or_data,
     pair_angles,
+    probe_device,
     probe_features,
     training_sets,
     transfer_candidates,
@@ -59,6 +60,7 @@ from ensdiv.chapters.training_methods.estimates import (
     class_spread,
     combination_gains,
     downstream_choices,
+    downstream_estimates,
     ensemble_correct,
     features_needed_estimates,
     first_additions,
@@ -82,9 +84,11 @@ from ensdiv.chapters.training_methods.paper import (
     PAPER_BAND,
     PAPER_BAND_CENTRE,
     PAPER_BASE_ACCURACY,
+    PAPER_DOWN_MODELS,
     PAPER_FEATURES_NEEDED,
     PAPER_LAYOUT,
     PAPER_LOW_ERROR_RATIO,
+    PAPER_PAIRS,
     PAPER_TABLE1,
     PAPER_TABLE2,
     PAPER_TABLE3,
@@ -130,7 +134,8 @@ __all__ = [
     "class_share", "class_estimates", "first_additions", "combination_gains", "features_needed_estimates",
     "downstream_choices", "bootstrap", "base_category", "missing_estimate", "FMNIST_CLASS_GROUPS", "class_groups",
     "group_share", "group_p", "group_p_values",
-    "PAPER_LOW_ERROR_RATIO", "loss_and_data", "other_loss_or_data",
+    "PAPER_LOW_ERROR_RATIO", "loss_and_data", "other_loss_or_data", "PAPER_PAIRS", "PAPER_DOWN_MODELS",
+    "probe_device", "downstream_estimates",
 ]
 
 # ---- presets -------------------------------------------------------------------------------------------
@@ -146,17 +151,21 @@ _COMMON = {
     "paper": {"band_mode": "absolute"},
     "types": {"models": list[str]},  # []: every model of models.csv
 }
-_PAIRS = {"prefer_reinit": "reinit/resnet-s1", "prefer_arch": "arch/efficientnet",
-          "prefer_dataset": "dataset/resnet-letters-ft"}
+# the pairs of Figs. 3, 4, 6: the paper's own at paper scale (PAPER_PAIRS, taken even outside the band, as the
+# paper did), one in-band model per category otherwise
+_PAIRS = {"common": {"prefer_reinit": "reinit/resnet-s1", "prefer_arch": "arch/efficientnet",
+                     "prefer_dataset": "dataset/resnet-letters-ft", "pairs_outside_band": False},
+          "paper": {**PAPER_PAIRS, "pairs_outside_band": True}}
 _PROBE = {
-    "common": {"normalize": "l2", "fractions": [0.0, 0.25, 0.5, 0.75, 1.0], "target_gap": 0.0},
+    "common": {"normalize": "l2", "fractions": [0.0, 0.25, 0.5, 0.75, 1.0], "target_gap": 0.0, "probe_device": "cpu"},
     "smoke": {"probe_train": 400, "probe_val": 200, "probe_test": 400, "l2_grid": [1e-2, 1e-4], "probe_iter": 20,
               "probe_dtype": "float32", "draws": 1, "k_step": 4, "per_category": 1},
     "cpu": {"probe_train": 5000, "probe_val": 2000, "probe_test": 0, "l2_grid": [1e-2, 1e-3, 1e-4, 1e-5, 1e-6],
             "probe_iter": 50, "probe_dtype": "float32", "draws": 2, "k_step": 32, "per_category": 1},
     # paper: Kornblith et al.'s grid has 45 values; 10 (one per decade) here, multiples of 256 dimensions (§4.6)
     "paper": {"probe_train": 0, "probe_val": 0, "probe_test": 0, "l2_grid": list(probe.DEFAULT_L2_GRID),
-              "probe_iter": 100, "probe_dtype": "float32", "draws": 3, "k_step": 256, "per_category": 0},
+              "probe_iter": 100, "probe_dtype": "float32", "draws": 3, "k_step": 256, "per_category": 0,
+              "probe_device": "auto"},
 }
 
 
@@ -174,18 +183,20 @@ _DOWN_MODELS = [BASE, "arch/vit", "framework/resnet-simclr-ft", "reinit/resnet-s
 PRESETS: dict = {
     f"{SLUG}/fig01_error_inconsistency": _merge(_COMMON),
     f"{SLUG}/fig02_ensemble_accuracy": _merge(_COMMON, {"common": {"ci": 0.90}}),
-    f"{SLUG}/fig03_specialization_angles": _merge(_COMMON, {"common": {**_PAIRS, "bins": 30}}),
-    f"{SLUG}/fig04_per_class_specialization": _merge(_COMMON, {"common": {**_PAIRS, "n_perm": 1000},
+    f"{SLUG}/fig03_specialization_angles": _merge(_COMMON, _PAIRS, {"common": {"bins": 30}}),
+    f"{SLUG}/fig04_per_class_specialization": _merge(_COMMON, _PAIRS, {"common": {"n_perm": 1000},
                                                                "smoke": {"n_perm": 50}}),
     # low_gap / low_mode: the low models make >= 1.315 x the errors of the least accurate high model (the paper's
     # BiT-1k 82.85 % vs 77.44 %, carried over as a ratio of errors); smoke: any model below the high ones
     f"{SLUG}/fig05_greedy_low_accuracy": _merge(_COMMON, {
         "common": {"n_high": 3, "low_gap": round(PAPER_LOW_ERROR_RATIO, 4), "low_mode": "error_ratio", "max_size": 5},
         "smoke": {"n_high": 2, "low_gap": 0.0, "low_mode": "points"}}),
-    f"{SLUG}/fig06_feature_overlap": _merge(_COMMON, _PROBE, {"common": _PAIRS}),
+    # paper: §4.6 pairs the base with ResNet-50, EfficientNet-B0 and CLIP-S (one model per category)
+    f"{SLUG}/fig06_feature_overlap": _merge(_COMMON, _PROBE, _PAIRS, {
+        "paper": {"prefer_arch": "EfficientNet-B0", "per_category": 1}}),
     f"{SLUG}/fig07_downstream_transfer": _merge(_COMMON, _PROBE, {
         "common": {"downstream_set": "pretrain/digits", "down_models": _DOWN_MODELS},
-        "paper": {"down_models": []},  # paper: every model with role 'high' in models.csv
+        "paper": {"down_models": PAPER_DOWN_MODELS},  # §4.7's three; [] = every model with role 'high'
         "types": {"down_models": list[str]}}),
     f"{SLUG}/fig08_pair_counts": _merge(_COMMON),
     f"{SLUG}/tabA_model_table": _merge(_COMMON),

@@ -147,12 +147,54 @@ def probe_features(cfg: Any, out: Outputs, keys: Sequence[str], split: str) -> t
     return {k: probe.normalize_features(v, cfg["normalize"]) for k, v in feats.items()}, labels
 
 
-def _probe(cfg: Any, tr: tuple, va: tuple, te: tuple) -> tuple[float, float, float, np.ndarray]:
+def probe_device(cfg: Any) -> torch.device:
+    """Where the probes run: ``cfg.probe_device`` (``"cpu"``, ``"cuda"``, or ``"auto"``: the GPU when there is one;
+    the paper preset's ImageNet features, 1.28 M x 2,048, are fit on the training device).
+
+    Raises:
+        InvalidInputError: ``"cuda"`` asked for on a machine without one, or an unknown name."""
+    want = cfg.get("probe_device", "cpu")
+    if want == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if want not in ("cpu", "cuda"):
+        raise InvalidInputError(f"Unknown probe_device {want!r}; valid: auto, cpu, cuda.")
+    if want == "cuda" and not torch.cuda.is_available():
+        raise InvalidInputError("probe_device='cuda' but this machine has no CUDA device; use 'auto' or 'cpu'.")
+    return torch.device(want)
+
+
+def _probe_multilabel(cfg: Any, tr: tuple, va: tuple, te: tuple) -> tuple[float, float, float, tuple]:
+    """:func:`_probe` for multi-label targets (N, C) 0/1 (Pascal VOC at paper scale): one sigmoid per class
+    (:func:`ensdiv.train.probe.fit_logistic_multilabel`), the λ grid walked from the strongest with warm starts
+    and λ chosen by validation 11-point mAP (:func:`ensdiv.metrics.mean_average_precision_11pt`, VOC's metric).
+    Returns the validation and test mAP, λ, and ``(test scores (N, C), test targets (N, C))`` as numpy arrays."""
+    dev, dtype = probe_device(cfg), getattr(torch, cfg["probe_dtype"])
+    (tx, ty), (vx, vy), (sx, sy) = ((a.to(dev), b.to(dev)) for a, b in (tr, va, te))
+    best: tuple[float, float, tuple] | None = None
+    params = None
+    for lam in sorted((float(v) for v in cfg["l2_grid"]), reverse=True):
+        params = probe.fit_logistic_multilabel(tx, ty, l2=lam, max_iter=cfg["probe_iter"], init=params, dtype=dtype)
+        w, b = params
+        score = float(mt.mean_average_precision_11pt((vx.to(w) @ w.T + b).cpu(), vy.cpu()))
+        if best is None or score > best[0]:
+            best = (score, lam, params)
+    assert best is not None
+    w, b = best[2]
+    scores = (sx.to(w) @ w.T + b).cpu()
+    test = float(mt.mean_average_precision_11pt(scores, sy.cpu()))
+    return best[0], test, best[1], (scores.numpy(), sy.cpu().numpy())
+
+
+def _probe(cfg: Any, tr: tuple, va: tuple, te: tuple) -> tuple[float, float, float, Any]:
     """A probe with λ chosen on ``va``: its best validation accuracy, its test accuracy, λ, and its per-sample
-    test correctness (N_test,) bool (for the intervals of the claims)."""
-    p = probe.linear_probe(tr[0], tr[1], va[0], va[1], l2_grid=cfg["l2_grid"], max_iter=cfg["probe_iter"],
-                           dtype=getattr(torch, cfg["probe_dtype"]))
-    right = (p.logits(te[0]).argmax(1).cpu() == te[1].cpu()).numpy()
+    test correctness (N_test,) bool (for the intervals of the claims). Multi-label targets (N, C): the
+    validation and test 11-point mAP, λ, and ``(test scores, test targets)`` (:func:`_probe_multilabel`)."""
+    if tr[1].ndim == 2:
+        return _probe_multilabel(cfg, tr, va, te)
+    dev = probe_device(cfg)
+    p = probe.linear_probe(tr[0].to(dev), tr[1].to(dev), va[0].to(dev), va[1].to(dev), l2_grid=cfg["l2_grid"],
+                           max_iter=cfg["probe_iter"], dtype=getattr(torch, cfg["probe_dtype"]))
+    right = (p.logits(te[0].to(dev)).argmax(1).cpu() == te[1].cpu()).numpy()
     return float(p.val_accuracy.max()), float(right.mean()), p.l2, right
 
 
@@ -255,7 +297,8 @@ def downstream_probes(cfg: Any, splits: Mapping[str, tuple[dict, torch.Tensor]])
     generalisation, full dimensions of both), λ chosen on the downstream validation split.
 
     Columns: models, kind (single / pair), dims, val_acc, test_acc and ``test_correct`` (the probe's
-    per-sample test correctness, an (N_test,) bool array)."""
+    per-sample test correctness, an (N_test,) bool array). With multi-label downstream targets (VOC at paper
+    scale) ``val_acc`` / ``test_acc`` are 11-point mAP and ``test_correct`` is ``(test scores, test targets)``."""
     keys = list(splits["train"][0])
     rows = []
     for combo in [(k,) for k in keys] + list(combinations(keys, 2)):

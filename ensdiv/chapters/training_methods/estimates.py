@@ -342,6 +342,37 @@ def base_category(out: Outputs) -> str:
     return category_of(out.base)
 
 
+def downstream_estimates(res: pd.DataFrame, choice: Mapping[str, str | None], *, n_resamples: int, seed: int
+                         ) -> dict[str, Any]:
+    """Fig. 7's quantities: the test score (%) of each chosen row of :func:`downstream_choices`, from one paired
+    bootstrap over the downstream test images: accuracy from the per-sample correctness, or, for multi-label
+    rows (``test_correct`` = ``(scores, targets)``, VOC at paper scale), the 11-point mAP of each resample; a NaN
+    estimate where nothing was chosen."""
+    rows = res.set_index("models")
+    per: dict[str, Any] = {}
+    stat: dict[str, Any] = {}
+    for name, m in choice.items():
+        if m is None:
+            continue
+        value = rows.loc[m, "test_correct"]
+        if isinstance(value, tuple):
+            per[name] = value
+            stat[name] = _map11_percent
+        else:
+            per[name] = 100 * np.asarray(value, dtype=float)
+    return {name: missing_estimate() for name in choice} | (
+        bootstrap(per, stat, n_resamples=n_resamples, seed=seed) if per else {})
+
+
+def _map11_percent(scores: np.ndarray, targets: np.ndarray) -> float:
+    """11-point mAP (%) over the classes with a positive (a resample may leave a rare class without one)."""
+    keep = targets.sum(0) > 0
+    if not keep.any():
+        return NAN
+    return 100 * float(ed.metrics.mean_average_precision_11pt(torch.as_tensor(scores[:, keep]),
+                                                              torch.as_tensor(targets[:, keep]), validate_args=False))
+
+
 def downstream_choices(res: pd.DataFrame, category: Mapping[str, str], top: str) -> dict[str, str | None]:
     """Fig. 7's selections, each the row with the best downstream *validation* accuracy among: every single
     model (``best single``); ``top`` alone (the best upstream model); the pairs without ``top`` and the pairs
