@@ -399,8 +399,13 @@ def test_class_groups_share_and_permutation_p():
     ps = [ch.group_p(rng.normal(0, 1, 10)[y] * 3 + rng.normal(0, 3, 3000), y, groups) for _ in range(200)]
     assert 0.4 < np.mean(ps) < 0.6 and np.mean(np.array(ps) < 0.05) < 0.1
     assert np.isnan(ch.group_p(np.zeros(3000), y, groups))
-    vals = ch.group_p_values({"dataset": None}, groups)
-    assert np.isnan(vals["group p Dataset"])
+    assert ch.same_size_groupings(groups).shape == (2520, 10, 3)
+    # in the estimates: an interval over test-image resamples, NaN for a missing pair
+    angles = pd.DataFrame({"theta": 45.0 + d, "label": y})
+    est = ch.class_estimates({"dataset": angles, "arch": None}, n_resamples=30, seed=0, groups=groups)
+    assert est["group p Dataset"].value == pytest.approx(ch.group_p(d, y, groups))
+    assert len(est["group p Dataset"].replicates) == 30 and np.isnan(est["group p Arch"].value)
+    assert est["group share Dataset"].value == pytest.approx(ch.group_share(d, y, groups))
 
 
 def test_first_additions_choose_on_validation_by_kind():

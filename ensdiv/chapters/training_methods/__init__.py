@@ -74,8 +74,8 @@ from ensdiv.chapters.training_methods.groups import (
     FMNIST_CLASS_GROUPS,
     class_groups,
     group_p,
-    group_p_values,
     group_share,
+    same_size_groupings,
 )
 from ensdiv.chapters.training_methods.paper import (
     BASE,
@@ -133,7 +133,7 @@ __all__ = [
     "highest_of", "mean_of", "model_correlation", "category_correlation", "angle_gap_estimates", "class_spread",
     "class_share", "class_estimates", "first_additions", "combination_gains", "features_needed_estimates",
     "downstream_choices", "bootstrap", "base_category", "missing_estimate", "FMNIST_CLASS_GROUPS", "class_groups",
-    "group_share", "group_p", "group_p_values",
+    "group_share", "group_p", "same_size_groupings",
     "PAPER_LOW_ERROR_RATIO", "loss_and_data", "other_loss_or_data", "PAPER_PAIRS", "PAPER_DOWN_MODELS",
     "probe_device", "downstream_estimates",
 ]

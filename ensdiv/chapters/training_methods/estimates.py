@@ -14,7 +14,7 @@ from scipy import stats
 
 import ensdiv as ed
 from ensdiv.chapters.training_methods.analysis import GROUPS, other_loss_or_data
-from ensdiv.chapters.training_methods.groups import group_share
+from ensdiv.chapters.training_methods.groups import group_p, group_share, same_size_groupings
 from ensdiv.chapters.training_methods.paper import CATEGORIES, CATEGORY_LABELS
 from ensdiv.chapters.training_methods.population import Outputs, Population, calibrated_probs
 from ensdiv.chapters.zoo import category_of
@@ -243,13 +243,16 @@ def class_estimates(angles: Mapping[str, pd.DataFrame | None], *, n_resamples: i
                     groups: np.ndarray | None = None) -> dict[str, Any]:
     """Fig. 4: per category's pair, ``"class spread <Category>"`` (:func:`class_spread`), ``"class share
     <Category>"`` (:func:`class_share`) and, with ``groups`` (:func:`class_groups`), ``"group share <Category>"``
-    (:func:`group_share`), from one paired bootstrap over the test samples; a NaN estimate for a missing pair or
-    missing groups."""
-    kinds = ("class spread", "class share", "group share")
+    (:func:`group_share`) and ``"group p <Category>"`` (:func:`group_p`, the permutation p over groupings, its
+    interval over test-image resamples), from one paired bootstrap over the test samples; a NaN estimate for a
+    missing pair or missing groups."""
+    kinds = ("class spread", "class share", "group share", "group p")
     result: dict[str, Any] = {f"{w} {CATEGORY_LABELS[c]}": missing_estimate() for c in angles for w in kinds}
     fns: dict[str, Any] = {"class spread": class_spread, "class share": class_share}
     if groups is not None:
+        groupings = same_size_groupings(groups)
         fns["group share"] = lambda d, y: group_share(d, y, groups)
+        fns["group p"] = lambda d, y: group_p(d, y, groups, groupings)
     per, stat = {}, {}
     for c, a in angles.items():
         if a is None:

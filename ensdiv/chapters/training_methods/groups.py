@@ -4,12 +4,9 @@ groups explain, and an exact permutation test over every grouping of the classes
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
-
-from ensdiv.chapters.training_methods.paper import CATEGORY_LABELS
 
 #: Fig. 4's groups of Fashion-MNIST classes, our analogue of the paper's "anthropogenic" / "nature" split (§4.4): what
 #: is worn on the upper body, footwear, and the rest (trousers, bags)
@@ -45,7 +42,7 @@ def group_share(dtheta: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> f
     return float(_between(dtheta, labels, onehot)[0] / ((dtheta - dtheta.mean()) ** 2).sum())
 
 
-def _same_size_groupings(groups: np.ndarray) -> np.ndarray:
+def same_size_groupings(groups: np.ndarray) -> np.ndarray:
     """Every assignment of the classes to groups of the sizes of ``groups``, one-hot: (P, classes, groups)."""
     sizes = np.bincount(groups)
     n = len(groups)
@@ -75,16 +72,6 @@ def group_p(dtheta: np.ndarray, labels: np.ndarray, groups: np.ndarray, _groupin
     samples. NaN when θ does not vary."""
     if len(dtheta) < 2 or float(np.std(dtheta)) < 1e-6:
         return np.nan
-    groupings = _same_size_groupings(groups) if _groupings is None else _groupings
+    groupings = same_size_groupings(groups) if _groupings is None else _groupings
     ours = float(_between(dtheta, labels, np.eye(int(groups.max()) + 1)[groups][None])[0])
     return float((_between(dtheta, labels, groupings) >= ours * (1 - 1e-12)).mean())
-
-
-def group_p_values(angles: Mapping[str, pd.DataFrame | None], groups: np.ndarray | None) -> dict[str, float]:
-    """Fig. 4: ``"group p <Category>"`` (:func:`group_p`) of each category's pair on the whole test set; NaN for a
-    missing pair or without groups."""
-    groupings = None if groups is None else _same_size_groupings(groups)
-    return {f"group p {CATEGORY_LABELS[c]}": (np.nan if a is None or groups is None else
-                                              group_p(a["theta"].to_numpy(float) - 45.0, a["label"].to_numpy(int),
-                                                      groups, groupings))
-            for c, a in angles.items()}
