@@ -163,3 +163,40 @@ def test_deep_ensemble_heads_start_from_their_seeds_divdis_from_one_copy():
     assert len({r.seeds.init for r in de}) == cfg.members
     assert ch.method_recipes(cfg, "naive_divdis")[0].method.init == "copy"
     assert ch.method_recipes(cfg, "sed_gen")[0].method.init == "copy"
+
+
+def test_released_configs_are_mirrored_field_by_field():
+    """#30: every field a released config sets is applied to the run that stands for it (optimiser, learning rate,
+    weight decay, batch, label smoothing, momentum, |I|, M, λ), or listed as not transferable, with a reason."""
+    from ensdiv.chapters.sed.release import OPTIM_FIELDS
+
+    assert set(ch.RELEASED_CONFIGS) == {"sed_gen", "sed_det", "sed_sem", "sed_m50"}
+    for scale in ("smoke", "cpu", "paper"):
+        cfg = ch.preset("tab02_generalisation", scale, verbose=False)
+        for method, rel in ch.RELEASED_CONFIGS.items():
+            (r,) = ch.method_recipes(cfg, method, rel["members"] if method == "sed_m50" else None)
+            assert (r.method.loss, r.method.lam, r.method.subset, r.method.members) == (
+                "sed", rel["lam"], rel["subset"], rel["members"]), (scale, method)
+            for field in OPTIM_FIELDS:
+                assert getattr(r.optim, field) == pytest.approx(rel[field]), (scale, method, field)
+            applied = {"config", "model", "lam", "subset", "members", *OPTIM_FIELDS}
+            assert set(rel) <= applied  # nothing the release sets is left unapplied
+    # the README's differences over the §4.1 text, by hand
+    gen, det, sem, m50 = (ch.RELEASED_CONFIGS[k] for k in ("sed_gen", "sed_det", "sed_sem", "sed_m50"))
+    assert (gen["lam"], gen["label_smoothing"], gen["weight_decay"], gen["batch_size"]) == (0.0, 0.5, 0.1, 32)
+    assert (det["lam"], det["label_smoothing"], det["weight_decay"], det["batch_size"]) == (5.0, 0.5, 0.1, 32)
+    assert (sem["lam"], sem["batch_size"], sem["lr"], sem["weight_decay"]) == (0.5, 256, 1e-4, 0.01)
+    assert (m50["members"], m50["lam"], m50["optimizer"], m50["momentum"], m50["weight_decay"],
+            m50["batch_size"]) == (50, 0.0002, "sgd", 0.9, 1e-4, 16)
+    assert {"backbone", "epochs", "data"} <= set(ch.NOT_TRANSFERABLE)
+    assert all(len(why) > 20 for why in ch.NOT_TRANSFERABLE.values())
+    # every released model the README names has a mirrored run
+    assert {rel["model"] for rel in ch.RELEASED_CONFIGS.values()} == set(ch.RELEASED_MODELS)
+    # the text's variant keeps the scale's own settings and λ = 0.1
+    cfg = ch.preset("tab02_generalisation", "cpu", verbose=False)
+    (text,) = ch.method_recipes(cfg, "sed_text")
+    assert text.method.lam == 0.1 and text.optim.batch_size == cfg.batch_size and text.optim.label_smoothing == 0
+    assert cfg.large_members == 50
+    # a λ override (the sweep) keeps the rest of the released config
+    (swept,) = ch.method_recipes(cfg, "sed_det", lam=1.0)
+    assert swept.method.lam == 1.0 and swept.optim.label_smoothing == 0.5

@@ -35,26 +35,35 @@ from ensdiv import metrics as mt
 from ensdiv.chapters import zoo
 from ensdiv.chapters._presets import chapter_preset
 from ensdiv.chapters.sed.cost import TIMED_LOSSES, fit_exponent, time_steps, timing_head
+from ensdiv.chapters.sed.release import (
+    NOT_TRANSFERABLE,
+    RELEASED_CONFIGS,
+    RELEASED_MODELS,
+    released_hp,
+    released_tables,
+)
 from ensdiv.errors import unknown_name
 from ensdiv.models.stack import cut_features, vit_block_head
-from ensdiv.paths import project_root
 from ensdiv.train.stream import stream_backbone, stream_features
 
 __all__ = [
     "SLUG", "METHODS", "METHOD_LABELS", "PRESETS", "preset", "backbone_recipe", "method_recipes", "set_features",
     "ensemble_logits", "soup_logits", "single_logits", "natural_hard", "evaluate", "detection", "summary",
-    "released_tables", "RELEASED_MODELS", "time_steps", "fit_exponent", "timing_head", "TIMED_LOSSES",
+    "released_tables", "RELEASED_MODELS", "RELEASED_CONFIGS", "NOT_TRANSFERABLE", "released_hp", "LARGE_METHODS",
+    "time_steps", "fit_exponent", "timing_head", "TIMED_LOSSES",
     "DIVERSE_HPS", "PAPER_TABLE1", "PAPER_TABLE2", "PAPER_TABLE3", "MEMBER_MARGIN", "ood_score", "pooled",
     "auroc_of", "member_accuracy", "committee_correct", "missing_estimate", "bootstrap",
 ]
 
 SLUG = "sed"
-METHODS = ("deep_ensemble", "diverse_hp", "naive_divdis", "naive_a2d", "sed_gen", "sed_det", "sed_sem", "sed_lam0")
+#: the methods of the M = 5 tables; ``LARGE_METHODS`` those of Table 2's large ensembles
+METHODS = ("deep_ensemble", "diverse_hp", "naive_divdis", "naive_a2d", "sed_gen", "sed_det", "sed_sem", "sed_text")
+LARGE_METHODS = ("deep_ensemble", "diverse_hp", "sed_m50")
 METHOD_LABELS = {
     "single": "Single model", "deep_ensemble": "Deep ensemble", "diverse_hp": "+Diverse HPs",
-    "naive_divdis": "Naive DivDis", "naive_a2d": "Naive A2D", "sed_gen": "SED-A2D (generalisation λ)",
-    "sed_det": "SED-A2D (covariate-detection λ)", "sed_sem": "SED-A2D (semantic-detection λ)",
-    "sed_lam0": "SED, λ = 0 (control)",
+    "naive_divdis": "Naive DivDis", "naive_a2d": "Naive A2D", "sed_gen": "SED-A2D (released OOD_gen, λ 0)",
+    "sed_det": "SED-A2D (released covariate config, λ 5)", "sed_sem": "SED-A2D (released semantic config, λ 0.5)",
+    "sed_text": "SED-A2D (§4.1 text, λ 0.1)", "sed_m50": "SED-A2D (released 50_models, λ 0.0002)",
 }
 #: the diverse-hyper-parameter ensemble: member k uses entry k mod 5 (AdamW options over the base)
 DIVERSE_HPS = (
@@ -112,7 +121,9 @@ _PAPER_SETS = {"val": "imagenet/val", "c1": "imagenet-c/gaussian_noise/1", "c5":
                "r": "imagenet-r", "a": "imagenet-a", "inat": "inaturalist", "oi": "openimages-o",
                "train_ood": "imagenet-r"}
 _COMMON = {
-    "members": 5, "subset": 2, "lam_gen": 0.1, "lam_det": 5.0, "lam_sem": 0.5, "lam_naive": 1.0, "seed": 0,
+    "members": 5, "subset": 2, "lam_text": 0.1, "lam_naive": 1.0, "seed": 0,
+    # lam_gen / lam_det / lam_sem / lam_m50: λ of the released configs (a notebook parameter may override one)
+    **{f"lam_{k[4:]}": v["lam"] for k, v in RELEASED_CONFIGS.items()},
     "committee": ["arch/resnet", "arch/convnext", "arch/mixer"], "committee_wrong": 2,
     "n_resamples": 1000,  # paired-bootstrap resamples of the test images behind every interval (#27)
 }
@@ -136,8 +147,8 @@ def _scaled(**extra: dict) -> dict:
 
 PRESETS = {
     "sed/tab01_unique": _scaled(),
-    "sed/tab02_generalisation": _scaled(common={"large_members": 50}, cpu={"large_members": 20},
-                                        smoke={"large_members": 3}),
+    # large_members: the release's 50_models.yaml (M 50) at cpu and paper scale
+    "sed/tab02_generalisation": _scaled(common={"large_members": 50}, smoke={"large_members": 3}),
     "sed/tab03_detection": _scaled(),
     "sed/fig02_divergent_samples": _scaled(common={"shown": 5}),
     "sed/fig03_lambda_sweep": _scaled(common={"lams": [0.0, 0.01, 0.1, 1.0, 5.0, 20.0]},
@@ -192,10 +203,13 @@ def method_recipes(cfg: dict, method: str, members: int | None = None, *, lam: f
     ``diverse_hp``: M one-head recipes cycling :data:`DIVERSE_HPS` (seed = member index); ``naive_a2d`` /
     ``naive_divdis``: one M-head recipe with the rendition set of training images as unlabeled OOD batches
     (all pairs, λ ``lam_naive``);
-    ``sed_gen`` / ``sed_det`` / ``sed_sem`` / ``sed_lam0``: one M-head recipe, |I| = ``subset`` members per
-    batch, λ = ``lam_gen`` / ``lam_det`` / ``lam_sem`` / 0 (``lam`` overrides it, for the λ sweep). The two
-    detection runs mirror the released configs behind the paper's SED rows of Tables 1 and 3: the covariate
-    model (λ 5) for C-1/C-5 and the semantic model (λ 0.5) for iNaturalist / OpenImages-O.
+    ``sed_gen`` / ``sed_det`` / ``sed_sem`` / ``sed_m50``: one M-head recipe mirroring, field by field, the
+    released config behind the paper's SED rows (:data:`RELEASED_CONFIGS`: optimiser, learning rate, weight
+    decay, batch, label smoothing, |I|, M, λ; what does not transfer is in :data:`NOT_TRANSFERABLE`): OOD_gen
+    (λ 0) for Table 2's M = 5 rows, the covariate (λ 5) and semantic (λ 0.5) configs for Tables 1 and 3, and
+    50_models (M 50, λ 0.0002) for Table 2's large ensembles; λ = ``lam_gen`` / ``lam_det`` / ``lam_sem`` /
+    ``lam_m50`` (the released values; ``lam`` overrides it, for the λ sweep). ``sed_text``: the §4.1 text's
+    setting (λ ``lam_text`` = 0.1, the scale's optimiser settings), shown as a labelled variant.
     """
     m = int(members or cfg["members"])
     if method == "deep_ensemble":
@@ -206,13 +220,18 @@ def method_recipes(cfg: dict, method: str, members: int | None = None, *, lam: f
     if method in ("naive_a2d", "naive_divdis"):
         return [_heads_recipe(cfg, f"{method}-m{m}", members=m, loss=method, lam=cfg["lam_naive"], ood=True,
                               seed=cfg["seed"])]
-    if method in ("sed_gen", "sed_det", "sed_sem", "sed_lam0"):
-        default = {"sed_gen": cfg["lam_gen"], "sed_det": cfg["lam_det"], "sed_sem": cfg["lam_sem"],
-                   "sed_lam0": 0.0}[method]
-        lam_ = default if lam is None else lam
+    if method in RELEASED_CONFIGS:
+        optim, heads = released_hp(method)
+        if method == "sed_m50" and not members:
+            m = heads["members"]
+        lam_ = cfg[f"lam_{method[4:]}"] if lam is None else lam
+        return [_heads_recipe(cfg, f"{method}-l{lam_:g}-m{m}", members=m, loss="sed", lam=lam_,
+                              subset=heads["subset"], seed=cfg["seed"], hp=optim)]
+    if method == "sed_text":
+        lam_ = cfg["lam_text"] if lam is None else lam
         return [_heads_recipe(cfg, f"sed-l{lam_:g}-m{m}", members=m, loss="sed", lam=lam_, subset=cfg["subset"],
                               seed=cfg["seed"])]
-    raise unknown_name("SED chapter method", method, METHODS)
+    raise unknown_name("SED chapter method", method, [*METHODS, "sed_m50"])
 
 
 # ---- evaluation sets and features ------------------------------------------------------------------------
@@ -438,35 +457,6 @@ def committee_correct(cfg: dict, role: str) -> Tensor | None:
     data = _eval_set(cfg, role)
     recipes = zoo.zoo_recipes(cfg["scale"], list(cfg["committee"]))
     return torch.stack([ed.predict(r, data).argmax(-1) == data.y for r in recipes.values()])
-
-
-# ---- the authors' released tables -------------------------------------------------------------------------
-_RELEASED_METRIC = {"('best_single_model', 100)": "oracle", "('ensemble', 100)": "ensemble", "('soup', 100)": "soup",
-                    "div_different_preds": "unique", "div_continous_unique": "pds_sum", "ensemble_conf": "BMA",
-                    "div_continous_unique_per_sample": "PDS"}
-#: released model -> what the README says it is
-RELEASED_MODELS = {"ood_gen_": "OOD_gen.yaml (M 5, λ 0)", "ood_det_cov_": "OOD_det_covariate.yaml (M 5, λ 5)",
-                   "ood_det_sem_": "OOD_det_semantic.yaml (M 5, λ 0.5)",
-                   "50_models_": "50_models.yaml (M 50, λ 0.0002)"}
-
-
-def released_tables() -> pd.DataFrame:
-    """The authors' released result tables (``book/data/sed``, two-row headers) in long form: one row per
-    (table, model, metric, set, value); metrics ``oracle`` / ``ensemble`` / ``soup`` (accuracy %), ``unique``,
-    ``pds_sum`` (PDS without 1/C), and detection AUROC ``BMA`` / ``PDS``."""
-    root = project_root() / "book" / "data" / "sed"
-    rows = []
-    for table, fname in (("generalisation", "filled_ood_gen_df.csv"), ("detection", "filled_ood_det_df.csv")):
-        raw = pd.read_csv(root / fname, header=None, dtype=str)
-        sets, metrics = raw.iloc[0], raw.iloc[1]
-        for _, line in raw.iloc[2:].iterrows():
-            for col in range(1, raw.shape[1]):
-                metric = _RELEASED_METRIC.get(str(metrics[col]))
-                if metric is None or pd.isna(line[col]):
-                    continue
-                rows.append({"table": table, "model": line[0], "metric": metric, "set": sets[col],
-                             "value": float(line[col])})
-    return pd.DataFrame(rows)
 
 
 # ---- cost --------------------------------------------------------------------------------------------------
