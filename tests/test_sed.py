@@ -200,3 +200,39 @@ def test_released_configs_are_mirrored_field_by_field():
     # a λ override (the sweep) keeps the rest of the released config
     (swept,) = ch.method_recipes(cfg, "sed_det", lam=1.0)
     assert swept.method.lam == 1.0 and swept.optim.label_smoothing == 0.5
+
+
+def test_naive_unlabeled_set_is_held_out_from_every_training_image():
+    """#30: the naive methods' unlabeled renditions come from Fashion-MNIST training images that neither the frozen
+    backbone nor the heads train on (the cpu zoo's 30,000-image subset), compared image by image."""
+    from ensdiv.data import ood_sets
+    from ensdiv.train.build import load_training_set
+
+    train = ed.get_dataset("fmnist/train")
+    held = ood_sets.held_out_train_indices(len(train))
+    backbone = ch.backbone_recipe(ch.preset("tab01_unique", "cpu", verbose=False))
+    used = load_training_set(backbone)
+    assert backbone.data.subset == ood_sets.TRAINED_SUBSET and len(held) == len(train) - len(used)
+    # no held-out image equals a training image (rows compared as bytes)
+    seen = {bytes(x.numpy().tobytes()) for x in (used.x * 255).round().to(torch.uint8)}
+    pick = (train.x[held[:2000]] * 255).round().to(torch.uint8)
+    assert not any(bytes(x.numpy().tobytes()) in seen for x in pick)
+    assert torch.equal(held, torch.sort(held).values) and len(set(held.tolist())) == len(held)
+    # a naive method's recipe reads that set
+    (naive,) = ch.method_recipes(ch.preset("tab01_unique", "cpu", verbose=False), "naive_a2d")
+    assert naive.method.ood_set == "fmnist-r-train"
+
+
+def test_the_unlabeled_ood_set_is_part_of_a_naive_models_cache_key():
+    """#30: a Heads recipe's unlabeled ``ood_set`` is keyed by its content, as its training set is: changing the
+    set's images (as held-out renditions replaced renditions of training images) retrains the naive models
+    instead of serving stale ones."""
+    from ensdiv.data.registry import registered_fingerprint
+    from ensdiv.train import model_cache_config
+
+    cfg = ch.preset("tab01_unique", "smoke", verbose=False)
+    (naive,) = ch.method_recipes(cfg, "naive_a2d")
+    data = model_cache_config(naive)["data"]
+    assert data["fmnist-r-train"] == registered_fingerprint("fmnist-r-train")
+    (sed,) = ch.method_recipes(cfg, "sed_det")  # no unlabeled set: nothing extra in its key
+    assert "fmnist-r-train" not in model_cache_config(sed)["data"]

@@ -6,8 +6,9 @@ name                 size    analogue of
 ===================  ======  ==========================================================================
 ``fmnist-r-train``   10,000  ImageNet-R used as the *unlabeled training* OOD set of naive A2D / DivDis:
                              renditions (``ed.data.shift_images("fmnist-r", ...)``) of 10,000
-                             Fashion-MNIST **training** images (seeded subset 1), never of the test
-                             images that ``fmnist-r`` is evaluated on; labels kept (unused in training)
+                             Fashion-MNIST **training** images outside the 30,000 the models train on
+                             (held out), never of the test images that ``fmnist-r`` is evaluated on;
+                             labels kept (unused in training)
 ``letters``          2,000   iNaturalist (semantic OOD, a different kind of object): letters A-Z / a-z
                              rendered from the fonts matplotlib ships (DejaVu, STIX, Computer Modern),
                              random size, rotation and position, bright on black as Fashion-MNIST; label -1
@@ -26,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from ensdiv.data.fashion import FASHION_CLASSES
-from ensdiv.data.registry import TensorSet, get_dataset, register_family
+from ensdiv.data.registry import TensorSet, get_dataset, register_family, subset_indices
 from ensdiv.data.shifts import shift_images
 from ensdiv.store import cached
 
@@ -52,15 +53,33 @@ def _u8(x: torch.Tensor) -> torch.Tensor:
     return (x.clamp(0, 1) * 255).round().to(torch.uint8)
 
 
+#: the training subset of every cpu-scale zoo model (``train_subset`` 30,000, subset seed 0): the images SED's
+#: frozen backbone and heads learn from, which the naive methods' unlabeled set must not contain
+TRAINED_SUBSET = 30000
+
+
+def held_out_train_indices(size: int, trained: int = TRAINED_SUBSET, *, seed: int = 0) -> torch.Tensor:
+    """Indices of ``fmnist/train`` outside the seeded subset of ``trained`` images the models learn from
+    (:func:`ensdiv.data.registry.subset_indices` with ``seed``), in increasing order."""
+    used = torch.zeros(size, dtype=torch.bool)
+    used[subset_indices(size, trained, seed=seed)] = True
+    return torch.nonzero(~used).flatten()
+
+
 def rendition_train(n: int = 10000) -> TensorSet:
-    """``fmnist-r-train``: ``n`` Fashion-MNIST *training* images (seeded subset 1) as renditions."""
+    """``fmnist-r-train``: renditions of ``n`` Fashion-MNIST training images that no cpu-scale model trains on
+    (drawn, seed 1, from the images outside the zoo's 30,000-image subset: :func:`held_out_train_indices`), as
+    SED's naive methods need an unlabeled OOD set the heads have not learnt from."""
 
     def compute():
-        train = get_dataset("fmnist/train").subset(n, seed=1)
-        return {"x": _u8(shift_images("fmnist-r", train.x)), "y": train.y}
+        train = get_dataset("fmnist/train")
+        held = held_out_train_indices(len(train))
+        pick = held[subset_indices(len(held), n, seed=1)]
+        return {"x": _u8(shift_images("fmnist-r", train.x[pick])), "y": train.y[pick]}
 
-    return _set("fmnist-r-train", {"n": n}, compute, list(FASHION_CLASSES),
-                "renditions of 10,000 Fashion-MNIST training images (unlabeled OOD set of naive A2D/DivDis)")
+    return _set("fmnist-r-train", {"n": n, "held_out_from": TRAINED_SUBSET}, compute, list(FASHION_CLASSES),
+                "renditions of 10,000 Fashion-MNIST training images outside the models' 30,000-image training "
+                "subset (unlabeled OOD set of naive A2D/DivDis)")
 
 
 def letters(n: int = N_OOD, *, seed: int = 0) -> TensorSet:

@@ -19,10 +19,12 @@ TRAIN_VERSION = 2
 
 
 def _datasets_of(node: Any, found: set[str]) -> set[str]:
-    """Every ``dataset`` named in a recipe key (its own, a pre-training source's, a teacher's, a backbone's)."""
+    """Every set named in a recipe key: its own ``dataset``, a pre-training source's, a teacher's, a backbone's,
+    and a Heads method's unlabeled ``ood_set`` (the naive methods train on it, so its content is part of the
+    model)."""
     if isinstance(node, dict):
         for k, v in node.items():
-            if k == "dataset" and isinstance(v, str) and v:
+            if k in ("dataset", "ood_set") and isinstance(v, str) and v:
                 found.add(v)
             else:
                 _datasets_of(v, found)
