@@ -179,3 +179,19 @@ def test_paper_path_bad_inputs(fake):
         stream.train_stream_heads(bb.replace(method=heads, dataset="inaturalist"), store=fake["store"])
     with pytest.raises(ed.InvalidInputError, match="without pretrained weights"):
         stream.stream_backbone(bb.replace(pretrained=False))
+
+
+def test_fig2_shows_the_streamed_rendition_images(fake):
+    """#30: Fig. 2's paper path reads ImageNet-R's own files: one image per logit row, labels equal to the
+    features' (positions among the set's class folders), class names the set's wnids."""
+    fake["which"]["file"] = fake["weights"]["full"]
+    cfg = ch.preset("fig02_divergent_samples", "paper", verbose=False, backbone="vit_tiny_patch16_224", members=2,
+                    epochs=1, batch_size=4)
+    shown = ch.shown_set(cfg, "r")
+    _, labels = ch.set_features(cfg, "r")
+    assert shown.labels.tolist() == labels.tolist() == [0, 0, 1, 1, 2, 2]
+    assert shown.classes == sorted(WNIDS)
+    img = shown.image(3)
+    assert img.ndim == 3 and img.shape[2] == 3 and img.dtype == "uint8"
+    files = data_stream.stream_files("imagenet-r")
+    assert files.files[3].parent.name == shown.classes[int(shown.labels[3])]

@@ -35,6 +35,7 @@ from ensdiv import metrics as mt
 from ensdiv.chapters import zoo
 from ensdiv.chapters._presets import chapter_preset
 from ensdiv.chapters.sed.cost import TIMED_LOSSES, fit_exponent, time_steps, timing_head
+from ensdiv.chapters.sed.images import ShownSet, shown_set
 from ensdiv.chapters.sed.release import (
     NOT_TRANSFERABLE,
     RELEASED_CONFIGS,
@@ -50,6 +51,7 @@ __all__ = [
     "SLUG", "METHODS", "METHOD_LABELS", "PRESETS", "preset", "backbone_recipe", "method_recipes", "set_features",
     "ensemble_logits", "soup_logits", "single_logits", "natural_hard", "evaluate", "detection", "summary",
     "released_tables", "RELEASED_MODELS", "RELEASED_CONFIGS", "NOT_TRANSFERABLE", "released_hp", "LARGE_METHODS",
+    "ShownSet", "shown_set",
     "time_steps", "fit_exponent", "timing_head", "TIMED_LOSSES",
     "DIVERSE_HPS", "PAPER_TABLE1", "PAPER_TABLE2", "PAPER_TABLE3", "MEMBER_MARGIN", "ood_score", "pooled",
     "auroc_of", "member_accuracy", "committee_correct", "missing_estimate", "bootstrap",
