@@ -64,6 +64,7 @@ from ensdiv.chapters.training_methods.estimates import (
     ensemble_correct,
     features_needed_estimates,
     first_additions,
+    group_share,
     highest_of,
     mean_of,
     missing_estimate,
@@ -74,7 +75,6 @@ from ensdiv.chapters.training_methods.groups import (
     FMNIST_CLASS_GROUPS,
     class_groups,
     group_p,
-    group_share,
     same_size_groupings,
 )
 from ensdiv.chapters.training_methods.paper import (

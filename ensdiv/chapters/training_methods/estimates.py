@@ -14,7 +14,7 @@ from scipy import stats
 
 import ensdiv as ed
 from ensdiv.chapters.training_methods.analysis import GROUPS, other_loss_or_data
-from ensdiv.chapters.training_methods.groups import group_p, group_share, same_size_groupings
+from ensdiv.chapters.training_methods.groups import group_p, same_size_groupings
 from ensdiv.chapters.training_methods.paper import CATEGORIES, CATEGORY_LABELS
 from ensdiv.chapters.training_methods.population import Outputs, Population, calibrated_probs
 from ensdiv.chapters.zoo import category_of
@@ -237,6 +237,12 @@ def class_share(dtheta: np.ndarray, labels: np.ndarray) -> float:
     means, counts = _class_means(dtheta, labels)
     total = float(((dtheta - dtheta.mean()) ** 2).sum())
     return float((counts * (means - dtheta.mean()) ** 2).sum() / total)
+
+
+def group_share(dtheta: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> float:
+    """η² of the class *groups* (``groups[c]`` is class c's group): :func:`class_share` with each sample labelled
+    by its class's group."""
+    return class_share(dtheta, np.asarray(groups)[labels])
 
 
 def class_estimates(angles: Mapping[str, pd.DataFrame | None], *, n_resamples: int, seed: int,

@@ -1,5 +1,5 @@
-"""Fig. 4's groups of classes: which group each Fashion-MNIST class belongs to, the share of a pair's θ that the
-groups explain, and an exact permutation test over every grouping of the classes into groups of the same sizes."""
+"""Fig. 4's groups of classes: which group each Fashion-MNIST class belongs to, and an exact permutation test
+over every grouping of the classes into groups of the same sizes."""
 
 from __future__ import annotations
 
@@ -31,15 +31,6 @@ def _between(d: np.ndarray, y: np.ndarray, onehot: np.ndarray) -> np.ndarray:
     mean = d.mean()
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.nansum(np.where(g_n > 0, g_sum**2 / g_n, 0.0), axis=-1) - len(d) * mean**2
-
-
-def group_share(dtheta: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> float:
-    """η² of the class *groups*: the share of the variance of θ over samples that the group of the sample's class
-    explains (``groups[c]`` is class c's group). NaN when θ does not vary."""
-    if len(dtheta) < 2 or float(np.std(dtheta)) < 1e-6:
-        return np.nan
-    onehot = np.eye(int(groups.max()) + 1)[groups][None]
-    return float(_between(dtheta, labels, onehot)[0] / ((dtheta - dtheta.mean()) ** 2).sum())
 
 
 def same_size_groupings(groups: np.ndarray) -> np.ndarray:
