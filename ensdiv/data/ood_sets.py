@@ -12,9 +12,12 @@ name                 size    analogue of
 ``letters``          2,000   iNaturalist (semantic OOD, a different kind of object): letters A-Z / a-z
                              rendered from the fonts matplotlib ships (DejaVu, STIX, Computer Modern),
                              random size, rotation and position, bright on black as Fashion-MNIST; label -1
-``photos``           2,000   OpenImages-O (semantic OOD natural photographs): grey 28x28 crops of the
-                             17 photographs scikit-learn, matplotlib and scikit-image ship
-                             (:data:`PHOTOGRAPHS`), random scale and position, contrast-stretched; label -1
+``photos``           2,000   OpenImages-O (semantic OOD natural photographs): grey 28x28 crops of 217
+                             photographs the installed packages ship, half from the 17 large ones of
+                             scikit-learn, matplotlib and scikit-image (:data:`PHOTOGRAPHS`), half from
+                             the 200 small ones of scikit-image's LFW subset (:data:`SMALL_PHOTOGRAPHS`:
+                             100 faces, 100 natural-image patches); random scale and position,
+                             contrast-stretched; label -1
 ===================  ======  ==========================================================================
 """
 
@@ -31,7 +34,8 @@ from ensdiv.data.registry import TensorSet, get_dataset, register_family, subset
 from ensdiv.data.shifts import shift_images
 from ensdiv.store import cached
 
-__all__ = ["rendition_train", "letters", "photo_crops", "LETTER_FONTS", "PHOTOGRAPHS"]
+__all__ = ["rendition_train", "letters", "photo_crops", "LETTER_FONTS", "PHOTOGRAPHS", "SMALL_PHOTOGRAPHS",
+           "PHOTOS_DESCRIPTION"]
 
 _VERSION = 1
 N_OOD, SIZE = 2000, 28
@@ -120,6 +124,18 @@ PHOTOGRAPHS = (
 )
 
 
+#: The small photographs: scikit-image's ``lfw_subset.npy``, 200 grey 25x25 photographs — 100 faces of different
+#: people from Labeled Faces in the Wild and 100 patches of natural images without a face. They add 200 distinct
+#: pictures to the 17 large ones; being small, each gives crops of nearly its whole frame.
+SMALL_PHOTOGRAPHS = "skimage:lfw_subset.npy"
+
+#: What ``photos`` holds, in one sentence (the set's and the registry's description)
+PHOTOS_DESCRIPTION = (f"2,000 crops at 28x28 of {len(PHOTOGRAPHS) + 200} photographs the installed packages ship, "
+                      f"half from the {len(PHOTOGRAPHS)} large ones of scikit-learn, matplotlib and scikit-image, half "
+                      "from the 200 small ones of scikit-image's LFW subset (100 faces, 100 natural-image patches): "
+                      "semantic OOD (OpenImages-O analogue), label -1")
+
+
 def _photographs() -> list[np.ndarray]:
     """:data:`PHOTOGRAPHS` in grey, values in [0, 1]."""
     import os
@@ -143,19 +159,35 @@ def _photographs() -> list[np.ndarray]:
     return out
 
 
+def _small_photographs() -> list[np.ndarray]:
+    """:data:`SMALL_PHOTOGRAPHS`: 200 grey 25x25 arrays, values in [0, 1] (the file's own scale)."""
+    import os
+
+    import skimage
+
+    faces = np.load(os.path.join(os.path.dirname(skimage.__file__), "data", SMALL_PHOTOGRAPHS.split(":")[1]))
+    return [np.asarray(face, dtype=np.float32) for face in faces]
+
+
 def photo_crops(n: int = N_OOD, *, seed: int = 0) -> TensorSet:
-    """``photos``: ``n`` grey 28x28 crops of :data:`PHOTOGRAPHS` (label -1), cycling through them, each crop a
-    random square (side log-uniform between 56 pixels and the photograph's shorter side) at a random position,
-    contrast-stretched between its 1st and 99th percentiles."""
+    """``photos``: ``n`` grey 28x28 crops (label -1); even ``k`` from large photograph ``k // 2 mod 17`` of
+    :data:`PHOTOGRAPHS`, odd ``k`` from small photograph ``k // 2 mod 200`` of :data:`SMALL_PHOTOGRAPHS`.
+
+    Each crop is a random square at a random position, its side log-uniform between
+    ``min(56, round(0.8 * shorter side))`` pixels (56 on a large photograph, 20 on a 25x25 one) and the
+    photograph's shorter side, resized to 28x28 (bilinear, antialiased), and contrast-stretched between its 1st and
+    99th percentiles."""
 
     def compute():
-        photos = _photographs()
+        sources = (_photographs(), _small_photographs())
         rng = np.random.default_rng(seed)
         out = torch.empty(n, 1, SIZE, SIZE)
         for k in range(n):
-            photo = photos[k % len(photos)]
+            photos = sources[k % 2]
+            photo = photos[(k // 2) % len(photos)]
             h, w = photo.shape
-            side = int(round(np.exp(rng.uniform(np.log(2 * SIZE), np.log(min(h, w))))))
+            low = min(2 * SIZE, round(0.8 * min(h, w)))
+            side = int(round(np.exp(rng.uniform(np.log(low), np.log(min(h, w))))))
             top, left = int(rng.integers(0, h - side + 1)), int(rng.integers(0, w - side + 1))
             crop = torch.from_numpy(photo[top:top + side, left:left + side].copy())[None, None]
             out[k] = F.interpolate(crop, size=(SIZE, SIZE), mode="bilinear", antialias=True, align_corners=False)[0]
@@ -164,15 +196,12 @@ def photo_crops(n: int = N_OOD, *, seed: int = 0) -> TensorSet:
         x = (out - lo) / (hi - lo).clamp_min(1e-3)
         return {"x": _u8(x), "y": torch.full((n,), -1, dtype=torch.int64)}
 
-    return _set("photos", {"n": n, "seed": seed, "photographs": list(PHOTOGRAPHS)}, compute, [],
-                f"crops of {len(PHOTOGRAPHS)} photographs scikit-learn, matplotlib and scikit-image ship, semantic OOD "
-                "(OpenImages-O analogue)")
+    return _set("photos", {"n": n, "seed": seed, "photographs": [*PHOTOGRAPHS, SMALL_PHOTOGRAPHS]}, compute, [],
+                PHOTOS_DESCRIPTION)
 
 
 register_family("fmnist-r-train", lambda *parts: rendition_train(), names=lambda: ["fmnist-r-train"],
                 description="renditions of 10,000 Fashion-MNIST training images (SED's unlabeled OOD set)")
 register_family("letters", lambda *parts: letters(), names=lambda: ["letters"],
                 description="letters from matplotlib's fonts at 28x28 (2,000): semantic OOD, label -1")
-register_family("photos", lambda *parts: photo_crops(), names=lambda: ["photos"],
-                description="crops of 17 photographs sklearn, matplotlib and scikit-image ship, at 28x28 (2,000): "
-                "semantic OOD, label -1")
+register_family("photos", lambda *parts: photo_crops(), names=lambda: ["photos"], description=PHOTOS_DESCRIPTION)
