@@ -206,6 +206,69 @@ def test_spectral_readings_table_scores_each_reading():
     lab = spectral_clusters(a, n_clusters=3, n_init=5, n_seeds=2)
     assert row["ARI best"] == adjusted_rand_score(truth, lab) == 1.0
     assert table["ARI best"].is_monotonic_decreasing
+    # each seed's solution is kept: its inertia is K-means' own on the reading's features, its ARI the seed's
+    from sklearn.cluster import KMeans
+
+    feats = spectral_features(a, n_components=3, affinity="similarity", laplacian="sym")
+    for k in range(2):
+        fit = KMeans(3, n_init=5, random_state=k).fit(feats)
+        assert row["inertia per seed"][k] == pytest.approx(fit.inertia_)
+        assert row["ARI per seed"][k] == pytest.approx(adjusted_rand_score(truth, fit.labels_))
+    assert min(row["ARI per seed"]) == row["ARI lowest seed"] and max(row["ARI per seed"]) == row["ARI highest seed"]
+
+
+def _naive_reading_seed_draws(inertia, ari, statistic, n, rng):
+    """The two-sample bootstrap written as a loop: draw readings, draw seeds, keep each reading's best seed."""
+    out = []
+    r_count, s_count = inertia.shape
+    for _ in range(n):
+        readings = rng.integers(0, r_count, r_count)
+        seeds = rng.integers(0, s_count, s_count)
+        values = []
+        for r in readings:
+            best = min(seeds, key=lambda s: (inertia[r, s], list(seeds).index(s)))
+            values.append(ari[r, best])
+        out.append(statistic(np.array(values)))
+    return np.array(out)
+
+
+def test_reading_seed_bootstrap_matches_a_naive_loop_in_distribution():
+    from ensdiv.chapters.attack_similarity.intervals import reading_seed_bootstrap
+
+    rng = np.random.default_rng(0)
+    inertia = rng.random((5, 4))
+    ari = rng.random((5, 4))
+    est = reading_seed_bootstrap(inertia, ari, n_resamples=4000, seed=1)
+    # the point value by hand: each reading's lowest-inertia seed, the median of their ARIs
+    assert est.value == pytest.approx(np.median(ari[np.arange(5), inertia.argmin(axis=1)]))
+    assert est.source == "stated" and est.replicates.shape == (4000,)
+    naive = _naive_reading_seed_draws(inertia, ari, np.median, 4000, np.random.default_rng(2))
+    # same distribution: mean and the 5th/95th percentiles within Monte Carlo error
+    assert est.replicates.mean() == pytest.approx(naive.mean(), abs=0.02)
+    assert np.quantile(est.replicates, [0.05, 0.95]) == pytest.approx(np.quantile(naive, [0.05, 0.95]), abs=0.05)
+
+
+def test_reading_seed_bootstrap_with_one_reading_draws_seeds_only_and_is_degenerate_without_spread():
+    from ensdiv.chapters.attack_similarity.intervals import reading_seed_bootstrap
+
+    inertia, ari = np.array([[3.0, 1.0, 2.0]]), np.array([[0.1, 0.9, 0.5]])
+    est = reading_seed_bootstrap(inertia, ari, n_resamples=500, seed=0)
+    # a draw of seeds keeps its lowest-inertia one: 0.9 when seed 1 is drawn (prob 1 - (2/3)^3 = 0.704)
+    assert est.value == 0.9 and set(np.unique(est.replicates)) <= {0.1, 0.9, 0.5}
+    assert np.mean(est.replicates == 0.9) == pytest.approx(1 - (2 / 3) ** 3, abs=0.06)
+    flat = reading_seed_bootstrap(np.ones((3, 3)), np.full((3, 3), 0.4), n_resamples=200, seed=0)
+    assert flat.interval() == pytest.approx((0.4, 0.4))
+
+
+@pytest.mark.parametrize("inertia, ari, message", [
+    (np.ones((2, 3)), np.ones((2, 2)), "one shape"),  # arrays that do not match
+    (np.ones((2, 1)), np.ones((2, 1)), "at least two seeds"),  # one seed: no interval over seeds
+])
+def test_reading_seed_bootstrap_bad_inputs_are_one_sentence(inertia, ari, message):
+    from ensdiv.chapters.attack_similarity.intervals import reading_seed_bootstrap
+
+    with pytest.raises(InvalidInputError, match=message):
+        reading_seed_bootstrap(inertia, ari, n_resamples=10, seed=0)
 
 
 def test_keywords_match_hand_tfidf():

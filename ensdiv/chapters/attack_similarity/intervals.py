@@ -10,6 +10,8 @@ another draw of the attacked images, the test images or the models.
 * :func:`model_bootstrap` — statistics of a set of models (rows of a released matrix) bootstrapped over the
   models, each resample's distinct models only (a model drawn twice would pair with itself).
 * :func:`correlation_or_nan` — :func:`ed.report.correlation` that is NaN, not an error, below 4 points.
+* :func:`reading_seed_bootstrap` — a statistic of spectral clusterings over readings of App. C, bootstrapped
+  over the readings and the K-means seeds at once (Table 2).
 * :func:`ensemble_errors` / :func:`err_statistic` — per-test-image errors of ensembles, for a paired bootstrap
   over the test images of the error, the error reduction rate (ERR) and the "all wrong" rate of Fig. 3-4.
 
@@ -26,10 +28,12 @@ import numpy as np
 import torch
 
 import ensdiv as ed
+from ensdiv.errors import InvalidInputError
 from ensdiv.metrics.similarity import SAT_EPS
 
 __all__ = ["resample_weights", "sat_replicates", "sat_estimate", "pair_correlation", "model_bootstrap",
-           "correlation_or_nan", "ensemble_errors", "err_statistic", "mean_err", "nan_estimate", "new_group"]
+           "correlation_or_nan", "ensemble_errors", "err_statistic", "mean_err", "nan_estimate", "new_group",
+           "reading_seed_bootstrap"]
 
 _GROUP = itertools.count()
 
@@ -183,3 +187,63 @@ def mean_err(*arrays: np.ndarray) -> float:
     if not arrays or len(arrays) % 2:
         return float("nan")
     return float(np.mean([err_statistic(arrays[i], arrays[i + 1]) for i in range(0, len(arrays), 2)]))
+
+
+def reading_seed_bootstrap(inertia: Any, ari: Any, *, statistic: Callable[[np.ndarray], float] = np.median,
+                           n_resamples: int = 1000, seed: int) -> ed.report.Estimate:
+    """``statistic`` over readings of each reading's best-of-seeds ARI, bootstrapped over readings *and* seeds.
+
+    Table 2's clustering keeps, for each reading of App. C, the K-means solution of lowest inertia over its seeds
+    (:func:`~ensdiv.chapters.attack_similarity.release.spectral_clusters`, the paper's "best final objective").
+    A resample draws readings with replacement and, independently, seeds with replacement; each drawn reading
+    keeps the lowest-inertia solution among the drawn seeds (the first such seed on a tie, as the clustering
+    does), and ``statistic`` is taken over the drawn readings' ARIs (:func:`scipy.stats.bootstrap` with two
+    unpaired samples, percentile method). The interval thus covers which readings are admitted and which K-means
+    initialisations were drawn; not which models are in the release. With one reading only the seeds are drawn.
+
+    Args:
+        inertia: ``(R, S)`` K-means inertia of reading ``r`` with seed ``s`` (``spectral_readings``'
+            ``inertia per seed`` column, stacked).
+        ari: ``(R, S)`` ARI of that solution against the reference clustering (``ARI per seed`` or
+            ``ARI all per seed``).
+        statistic: Of the ``(R',)`` best-of-seeds ARIs of a resample's readings.
+        n_resamples, seed: Of the bootstrap.
+
+    Returns:
+        An :class:`~ensdiv.report.Estimate` with ``source="stated"`` (the page names the two sources).
+
+    Raises:
+        InvalidInputError: arrays of different shapes, or fewer than two seeds.
+
+    Shape:
+        inertia, ari: ``(R, S)``.
+
+    >>> inertia = np.array([[2.0, 1.0, 3.0], [1.0, 1.0, 5.0]])
+    >>> ari = np.array([[0.2, 0.9, 0.1], [0.6, 0.4, 0.0]])
+    >>> est = reading_seed_bootstrap(inertia, ari, statistic=np.mean, n_resamples=200, seed=0)
+    >>> float(est.value)  # reading 0 keeps seed 1 (0.9), reading 1 the first of its tied seeds 0 and 1 (0.6)
+    0.75
+    """
+    from scipy import stats
+
+    inertia, ari = np.atleast_2d(np.asarray(inertia, dtype=float)), np.atleast_2d(np.asarray(ari, dtype=float))
+    if inertia.shape != ari.shape:
+        raise InvalidInputError(f"inertia and ari must have one shape (readings, seeds), got {inertia.shape} and "
+                                f"{ari.shape}.")
+    n_readings, n_seeds = inertia.shape
+    if n_seeds < 2:
+        raise InvalidInputError(f"An interval over K-means seeds needs at least two seeds, got {n_seeds}.")
+
+    def best(readings: np.ndarray, seeds: np.ndarray) -> float:
+        readings, seeds = readings.astype(int), seeds.astype(int)
+        pick = seeds[np.argmin(inertia[np.ix_(readings, seeds)], axis=1)]
+        return float(statistic(ari[readings, pick]))
+
+    value = best(np.arange(n_readings), np.arange(n_seeds))
+    if n_readings >= 2:
+        data, stat = (np.arange(n_readings), np.arange(n_seeds)), best
+    else:
+        data, stat = (np.arange(n_seeds),), lambda seeds: best(np.zeros(1, dtype=int), seeds)
+    res = stats.bootstrap(data, stat, paired=False, vectorized=False, n_resamples=n_resamples,
+                          method="percentile", random_state=np.random.default_rng(seed))
+    return ed.report.Estimate(value, np.asarray(res.bootstrap_distribution, dtype=float), "stated", "bootstrap")

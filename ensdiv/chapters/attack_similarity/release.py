@@ -416,7 +416,10 @@ def spectral_readings(
 
     For each reading: ``ARI best`` of the lowest-inertia solution over ``n_seeds`` seeds of ``n_init``
     restarts each, and the lowest/highest ARI of the single-seed solutions, all on the models where
-    ``mask`` is true (default all); ``ARI all`` of the best solution on every model.
+    ``mask`` is true (default all); ``ARI all`` of the best solution on every model. The columns
+    ``inertia per seed``, ``ARI per seed`` and ``ARI all per seed`` keep each seed's solution (arrays of
+    ``n_seeds``), for an interval over the K-means seeds (:func:`~ensdiv.chapters.attack_similarity.intervals.
+    reading_seed_bootstrap`); a displayed table drops them.
 
     Returns:
         One row per reading (the options as columns), sorted by ``ARI best`` then by simplicity
@@ -440,7 +443,10 @@ def spectral_readings(
         rows.append({**reading, "ARI best": adjusted_rand_score(reference[mask], best[mask]),
                      "ARI lowest seed": min(aris), "ARI highest seed": max(aris),
                      "ARI all": adjusted_rand_score(reference, best),
-                     "changes from default": sum(reading[k] != DEFAULT_READING.get(k) for k in reading)})  # fmt: skip
+                     "changes from default": sum(reading[k] != DEFAULT_READING.get(k) for k in reading),
+                     "inertia per seed": np.array([inertia for inertia, _ in fits]), "ARI per seed": np.array(aris),
+                     "ARI all per seed": np.array([adjusted_rand_score(reference, lab) for lab in singles]),
+                     })  # fmt: skip
     table = pd.DataFrame(rows)
     return table.sort_values(["ARI best", "changes from default"], ascending=[False, True]).reset_index(drop=True)
 
