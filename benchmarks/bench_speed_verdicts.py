@@ -5,7 +5,8 @@ Fig. 1 gave PE/DE = 1.88, 2.31, 1.53 and 2.52, so its "at least 2x the Deep Ense
 by chance. This script executes each page ``--runs`` times in a row at ``--scale`` (``ensdiv run --force``
 into a folder of its own, so the book's executed pages are untouched; the models come from the cache) and
 records, per run, the page's verdict and every speed ratio with its interval and check outcome. The pages
-agree when every run gives the same verdict and the same outcome on every check. Run it on an idle machine:
+agree when every run gives the same verdict and the same outcome on every check; a check *contradicts* itself
+when it passes in one run and fails in another. Run it on an idle machine:
 ``python benchmarks/bench_speed_verdicts.py [--runs 5] [--scale cpu]``; writes
 ``benchmarks/results/speed_verdicts.json``.
 """
@@ -71,6 +72,10 @@ def main() -> None:
                 "verdicts": [r.get("verdict") for r in rows],
                 "agree": len(ok) == runs and len({r["verdict"] for r in ok}) == 1 and len(outcomes) == 1,
                 "values": {n: [r["checks"][n]["value"] for r in ok] for n in (ok[0]["checks"] if ok else {})},
+                # a check that passed in one run and failed in another: the runs contradict each other (an
+                # inconclusive run beside a pass or a fail only says that run's interval was wider)
+                "contradicting_checks": sorted(n for n in (ok[0]["checks"] if ok else {})
+                                               if {"pass", "fail"} <= {r["checks"][n]["outcome"] for r in ok}),
             }
     old = RESULTS / "speed_verdicts.json"
     if args.pages and old.exists():  # keep the other pages' last runs, if they were at this scale
@@ -79,7 +84,9 @@ def main() -> None:
             pages = {**{k: v for k, v in before.get("pages", {}).items() if k not in pages}, **pages}
     write("speed_verdicts", {
         "description": "Packed-Ensembles Fig. 1 and App. H executed several times in a row: the verdict and every "
-                       "speed check per run (each model timed in a process of its own, ed.models.throughput_rounds)",
+                       "speed check per run (each model timed in a process of its own, ed.models.throughput_rounds; "
+                       "a ratio's interval over the page's independent process sets). The runs before process sets, "
+                       "one set of 15 or 10 rounds per run, are in speed_verdicts_one_process_set.json",
         "scale": scale, "runs": runs, "pages": pages,
         "verdict": "agree" if all(p["agree"] for p in pages.values()) else "DISAGREE",
     })

@@ -10,8 +10,10 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 import torch
 
 import ensdiv as ed
@@ -320,6 +322,34 @@ def test_speed_table_ratios_pair_the_rounds(monkeypatch):
     assert summary.loc["a", "inference images/s"] == 100.0 and summary.loc["a", "rounds"] == 3
     with pytest.raises(UnknownNameError, match="timed model"):
         ch.speed_ratio(df, "a", "c")
+
+
+def test_speed_ratio_over_process_sets_is_one_value_per_set_with_a_student_t_interval(monkeypatch):
+    # two process sets of two rounds each; within a set the ratio barely moves, between sets it does (the
+    # run-to-run spread of a shared CPU)
+    rates = iter([100.0, 50.0, 102.0, 50.0,  # set 0: ratios 2.00, 2.04
+                  60.0, 50.0, 61.0, 50.0,  # set 1: ratios 1.20, 1.22
+                  90.0, 50.0, 88.0, 50.0])  # set 2: ratios 1.80, 1.76
+
+    def fake_rounds(models, shape, **kw):
+        return [{"round": r, "model": m, "position": i, "warmup runs": 1, "inference images/s": next(rates)}
+                for r in range(kw["rounds"]) for i, m in enumerate(models)]
+
+    monkeypatch.setattr(ed.models, "throughput_rounds", fake_rounds)
+    nets = {"a": torch.nn.Linear(4, 2), "b": torch.nn.Linear(4, 2)}
+    df = ch.speed_table(nets, (4,), device="cpu", batch_size=3, repeats=2, process_sets=3)
+    assert df["process set"].tolist() == [0] * 4 + [1] * 4 + [2] * 4 and df["round"].tolist() == [0, 0, 1, 1] * 3
+    ratio = ch.speed_ratio(df, "a", "b")
+    by_hand = np.array([(2.0 + 2.04) / 2, (1.2 + 1.22) / 2, (1.8 + 1.76) / 2])  # the mean ratio of each set
+    assert ratio.replicates == pytest.approx(by_hand) and ratio.source == "timing repeats"
+    half = scipy.stats.t.ppf(0.95, 2) * by_hand.std(ddof=1) / np.sqrt(3)
+    assert ratio.interval() == pytest.approx((by_hand.mean() - half, by_hand.mean() + half))
+    # the per-round ratios of all sets pooled would claim a far narrower interval than the sets support
+    pooled = ed.report.from_seeds([2.0, 2.04, 1.2, 1.22, 1.8, 1.76], source="timing repeats").interval()
+    assert pooled[1] - pooled[0] < ratio.interval()[1] - ratio.interval()[0]
+    assert ch.speed_summary(df).set_index("model").loc["a", "rounds"] == 6
+    with pytest.raises(InvalidInputError, match="at least one process set"):
+        ch.speed_table(nets, (4,), device="cpu", batch_size=3, repeats=2, process_sets=0)
 
 
 def test_timing_pages_need_two_rounds_at_least():

@@ -22,31 +22,43 @@ TIMING_DTYPES = ("float32", "float16", "bfloat16")
 
 def speed_table(models: dict[str, nn.Module], shape: tuple[int, int, int], *, device: str, batch_size: int,
                 repeats: int, dtypes: Sequence[str] = ("float32",), train_batch: int = 0, train_steps: int = 0,
-                num_classes: int = 10, threads: int = 1) -> pd.DataFrame:
-    """Inference (and optionally training) throughput of each model on ``device``: one row per (round, model,
-    dtype), ``repeats`` rounds, through :func:`ensdiv.models.throughput_rounds`.
+                num_classes: int = 10, threads: int = 1, process_sets: int = 1) -> pd.DataFrame:
+    """Inference (and optionally training) throughput of each model on ``device``: one row per (process set,
+    round, model, dtype), ``repeats`` rounds in each of ``process_sets`` sets, through
+    :func:`ensdiv.models.throughput_rounds`.
 
     Each model is timed in a fresh process of its own pinned to ``threads`` threads, warmed up until two
     consecutive timings agree, then once per round while the others wait, the order rotating from round to
     round; so the k-th timings of two models are taken side by side and a ratio of two models is paired by
     round (:func:`speed_ratio`). Every model is timed on the same seeded batch, cast to the dtype; training is
-    timed in float32 only, over a window of ``train_steps`` SGD steps (``train_steps`` > 0). The rounds cover
-    the timings' spread on this machine, not between machines.
+    timed in float32 only, over a window of ``train_steps`` SGD steps (``train_steps`` > 0).
+
+    A *process set* is one such group of fresh processes; each set is spawned, warmed up and timed after the
+    previous one has ended. Rounds within a set share their processes (their memory layout, their cores, the
+    machine's state at the time); independent sets do not, and on a shared CPU they differ far more than the
+    rounds of one set do (PE/single ratios 0.45-0.86 over five runs of Fig. 1, each with an interval of a few
+    hundredths: ``benchmarks/results/speed_verdicts.json``). Several sets let :func:`speed_ratio` give an
+    interval that covers that run-to-run spread. Neither covers other machines.
     """
     for dt in dtypes:
         if dt not in TIMING_DTYPES:
             raise unknown_name("timing dtype", dt, TIMING_DTYPES)
+    if process_sets < 1:
+        raise InvalidInputError(f"speed_table needs at least one process set, got {process_sets}.")
     frames = []
-    for dt in dtypes:
-        rows = ed.models.throughput_rounds(
-            models, shape, rounds=repeats, batch_size=batch_size, threads=threads, dtype=dt, device=device,
-            train_steps=train_steps if dt == "float32" else 0, train_batch=train_batch, num_classes=num_classes)
-        frames.append(pd.DataFrame(rows).assign(dtype=dt, device=str(device), threads=threads))
+    for process_set in range(process_sets):
+        for dt in dtypes:
+            rows = ed.models.throughput_rounds(
+                models, shape, rounds=repeats, batch_size=batch_size, threads=threads, dtype=dt, device=device,
+                train_steps=train_steps if dt == "float32" else 0, train_batch=train_batch, num_classes=num_classes)
+            frames.append(pd.DataFrame(rows).assign(dtype=dt, device=str(device), threads=threads,
+                                                    **{"process set": process_set}))
     return pd.concat(frames, ignore_index=True)
 
 
 def speed_summary(speeds: pd.DataFrame) -> pd.DataFrame:
-    """:func:`speed_table`'s rounds averaged: one row per (model, dtype), the mean images/s and its rounds."""
+    """:func:`speed_table`'s rounds averaged: one row per (model, dtype), the mean images/s over every round of
+    every process set, and how many rounds that is."""
     cols = [c for c in ("inference images/s", "training images/s") if c in speeds]
     g = speeds.groupby(["model", "dtype"], sort=False)
     return g[cols].mean().join(g["round"].count().rename("rounds")).reset_index()
@@ -54,14 +66,28 @@ def speed_summary(speeds: pd.DataFrame) -> pd.DataFrame:
 
 def speed_ratio(speeds: pd.DataFrame, a: str, b: str, *, column: str = "inference images/s",
                 dtype: str = "float32") -> Any:
-    """The throughput of model ``a`` over model ``b`` (``column``, ``dtype``), round by round: an
-    :class:`~ensdiv.report.Estimate` whose replicates are the per-round ratios (source ``timing repeats``;
-    its interval covers the spread of the timings within this process)."""
-    rows = speeds[speeds["dtype"] == dtype].pivot(index="round", columns="model", values=column)
+    """The throughput of model ``a`` over model ``b`` (``column``, ``dtype``) as an
+    :class:`~ensdiv.report.Estimate` (source ``timing repeats``).
+
+    The ratio is taken round by round (the two models timed side by side). With one process set the
+    replicates are the per-round ratios, and the interval covers the spread of timings within those processes
+    only. With several (:func:`speed_table`'s ``process_sets``), each set gives one value, the mean of its
+    per-round ratios, and the Student-t interval over the sets covers the spread between independent sets of
+    processes, the larger one.
+
+    Raises:
+        EnsdivError: a model that was not timed (its name and the timed ones in one sentence).
+    """
+    rows = speeds[speeds["dtype"] == dtype]
+    sets = rows["process set"] if "process set" in rows else pd.Series(0, index=rows.index)
+    table = rows.assign(**{"process set": sets}).pivot(index=["process set", "round"], columns="model", values=column)
     for name in (a, b):
-        if name not in rows:
-            raise unknown_name("timed model", name, list(rows.columns))
-    return ed.report.from_seeds((rows[a] / rows[b]).to_numpy(dtype=float), source="timing repeats")
+        if name not in table:
+            raise unknown_name("timed model", name, list(table.columns))
+    ratios = table[a] / table[b]
+    if ratios.index.get_level_values("process set").nunique() > 1:
+        ratios = ratios.groupby(level="process set").mean()
+    return ed.report.from_seeds(ratios.to_numpy(dtype=float), source="timing repeats")
 
 
 # ---- App. F: sources of diversity ---------------------------------------------------------------------------
