@@ -54,7 +54,13 @@ def main() -> None:
                         help="only these pages (default: both); the results of the others are kept from the last run")
     args = parser.parse_args()
     runs, scale = (2, "smoke") if args.quick else (args.runs, args.scale)
-    pages = {}
+    old = RESULTS / "speed_verdicts.json"
+    kept = {}
+    if args.pages and old.exists():  # keep the other pages' last runs, if they were at this scale
+        before = json.loads(old.read_text())
+        if before.get("scale") == scale:
+            kept = {k: v for k, v in before.get("pages", {}).items() if k not in args.pages}
+    pages = dict(kept)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["ENSDIV_BUILD"] = str(Path(tmp) / "build")
         for page in PAGES:
@@ -65,23 +71,29 @@ def main() -> None:
                 rows.append(one_run(page, scale, Path(tmp) / f"run{k}"))
                 print(f"{Path(page).stem} run {k + 1}/{runs}: {rows[-1].get('verdict', rows[-1]['status'])} "
                       f"in {rows[-1]['seconds']} s", flush=True)
-            ok = [r for r in rows if r["status"] == "ok"]
-            outcomes = {tuple(sorted((n, c["outcome"]) for n, c in r["checks"].items())) for r in ok}
-            pages[Path(page).stem] = {
-                "runs": rows,
-                "verdicts": [r.get("verdict") for r in rows],
-                "agree": len(ok) == runs and len({r["verdict"] for r in ok}) == 1 and len(outcomes) == 1,
-                "values": {n: [r["checks"][n]["value"] for r in ok] for n in (ok[0]["checks"] if ok else {})},
-                # a check that passed in one run and failed in another: the runs contradict each other (an
-                # inconclusive run beside a pass or a fail only says that run's interval was wider)
-                "contradicting_checks": sorted(n for n in (ok[0]["checks"] if ok else {})
-                                               if {"pass", "fail"} <= {r["checks"][n]["outcome"] for r in ok}),
-            }
-    old = RESULTS / "speed_verdicts.json"
-    if args.pages and old.exists():  # keep the other pages' last runs, if they were at this scale
-        before = json.loads(old.read_text())
-        if before.get("scale") == scale:
-            pages = {**{k: v for k, v in before.get("pages", {}).items() if k not in pages}, **pages}
+                # written after every run: a long page's runs survive an interrupted benchmark
+                pages[Path(page).stem] = _page_record(rows, runs)
+                _write(pages, scale, runs)
+
+
+def _page_record(rows: list[dict], runs: int) -> dict:
+    """One page's runs so far: verdicts, whether all ``runs`` agree, each check's values, contradicting checks."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    outcomes = {tuple(sorted((n, c["outcome"]) for n, c in r["checks"].items())) for r in ok}
+    return {
+        "runs": rows,
+        "verdicts": [r.get("verdict") for r in rows],
+        "completed": f"{len(rows)} of {runs}",
+        "agree": len(ok) == runs and len({r["verdict"] for r in ok}) == 1 and len(outcomes) == 1,
+        "values": {n: [r["checks"][n]["value"] for r in ok] for n in (ok[0]["checks"] if ok else {})},
+        # a check that passed in one run and failed in another: the runs contradict each other (an
+        # inconclusive run beside a pass or a fail only says that run's interval was wider)
+        "contradicting_checks": sorted(n for n in (ok[0]["checks"] if ok else {})
+                                       if {"pass", "fail"} <= {r["checks"][n]["outcome"] for r in ok}),
+    }
+
+
+def _write(pages: dict, scale: str, runs: int) -> None:
     write("speed_verdicts", {
         "description": "Packed-Ensembles Fig. 1 and App. H executed several times in a row: the verdict and every "
                        "speed check per run (each model timed in a process of its own, ed.models.throughput_rounds; "
@@ -90,7 +102,6 @@ def main() -> None:
         "scale": scale, "runs": runs, "pages": pages,
         "verdict": "agree" if all(p["agree"] for p in pages.values()) else "DISAGREE",
     })
-
 
 if __name__ == "__main__":
     main()
