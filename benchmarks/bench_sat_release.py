@@ -59,7 +59,7 @@ def main() -> None:
     t0 = time.perf_counter()
     old = readings_twice(sim, paper, mask, **opts)
     t_old = time.perf_counter() - t0
-    same = new.equals(old)
+    same = new[list(old.columns)].equals(old)  # the per-seed array columns are new; the scores must not change
     print(f"readings table: {t_new:.1f} s (each seed fitted once) vs {t_old:.1f} s (twice): "
           f"{t_old / t_new:.2f}x, identical tables: {same}")
     write("sat_release", {"readings": len(new), "n_init": n_init, "n_seeds": n_seeds,
