@@ -150,6 +150,29 @@ def test_layer_names_skip_identities_and_activations():
     assert len(ch.layer_names(m, max_layers=3)) == 3
 
 
+def test_layer_names_open_a_paper_scale_wrapper_to_its_stages():
+    # a paper-scale member is a PixelModel around a timm network: its layers are the network's, not ["model"]
+    import timm
+
+    from ensdiv.models.input_spec import InputSpec
+    from ensdiv.models.paper import PixelModel
+
+    torch.manual_seed(0)
+    nets = [timm.create_model(a, num_classes=1000).eval() for a in ("test_resnet", "test_vit")]
+    for n in nets:
+        n.ensdiv_input = InputSpec(size=64, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
+    a, b = (PixelModel(n, f"m{i}") for i, n in enumerate(nets))
+    la, lb = ch.layer_names(a), ch.layer_names(b)
+    assert la == ["model." + n for n in ch.layer_names(nets[0])]
+    assert lb == ["model." + n for n in ch.layer_names(nets[1])]
+    assert "model.layer1" in la and any(n.startswith("model.blocks.") for n in lb)
+    cka = ed.metrics.cka_map(a, b, [torch.rand(8, 3, 32, 32)], la, lb)
+    assert cka.shape == (len(la), len(lb)) and len(la) > 1 and len(lb) > 1
+    # the layers of a plain model are unchanged (a one-child Sequential is not a wrapper)
+    seq = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))
+    assert ch.layer_names(seq) == ["0"]
+
+
 def test_corresponding_layers_same_architecture_is_the_diagonal():
     names = ["stem", "layer1", "layer2", "head"]
     assert ch.corresponding_layers(names, names) == [(0, 0), (1, 1), (2, 2), (3, 3)]
@@ -233,3 +256,41 @@ def test_landing_page_budget_table_matches_the_cpu_presets():
     fig10 = ch.preset("fig10_ncl_heuristics", "cpu", verbose=False)
     assert f"{tab2.attr_train_subset:,} images × {tab2.attr_epochs} epochs" in text
     assert f"{fig10.train_subset:,} images × {fig10.epochs} epochs" in text
+
+
+# ---- the training half at paper scale: streamed from an ImageNet-layout folder (issue #29) ---------------------
+def test_paper_supernet_and_subnetworks_train_from_an_imagenet_folder(fake_imagenet_train):
+    # the paper preset of Fig. 8 unchanged except for sizes: imagenet/train read by DataLoader, "flipcrop" (the
+    # timm transform's own crop and flip), progressive shrinking, then sub-networks with BN recalibrated on
+    # streamed training images
+    cfg = ch.preset("fig08_supernet_ensembles", "paper", verbose=False, supernet_model="test_supernet",
+                    supernet_epochs=[1, 1, 1], batch_size=4, bn_images=6, subnets=3)
+    assert cfg["train_set"] == "imagenet/train" and cfg["augment"] == "flipcrop"
+    net = ch.supernet(cfg)
+    store = fake_imagenet_train["store"]
+    assert len(store.entries("dd-supernet")) == 1 and len(store.entries("model")) == 1  # base, then the stages
+    subs = ch.subnetworks(cfg)
+    assert len(subs) == 3 and len({s.ensdiv_name for s in subs}) == 3
+    x = torch.rand(2, 3, 64, 64)
+    for s in subs:
+        assert s(x).shape == (2, 1000) and torch.isfinite(s(x)).all()
+        bn = next(m for m in s.modules() if isinstance(m, torch.nn.BatchNorm2d))
+        assert int(bn.num_batches_tracked) == 1  # recalibrated on the 6 streamed images (one batch)
+    assert net.elastic == "none" and not net.training
+    again = ch.supernet(cfg)  # cached: no second training
+    assert len(store.entries("dd-supernet")) == 1
+    torch.testing.assert_close(next(again.parameters()), next(net.parameters()))
+
+
+def test_paper_joint_ensemble_trains_from_an_imagenet_folder(fake_imagenet_train):
+    # Fig. 10's paper preset (ResNet-50 members, AdaBelief, multistep schedule, flipcrop) with a tiny member and
+    # two epochs (one milestone): an ed.Joint recipe trained by ed.train_recipe from the folder, members (M, B, 1000)
+    cfg = ch.preset("fig10_ncl_heuristics", "paper", verbose=False, member_model="test_resnet", epochs=2,
+                    milestones=[1], batch_size=4)
+    recipe = ch.joint_recipe(cfg, "gncl_mean", cfg["lam"])
+    assert recipe.data.dataset == "imagenet/train" and recipe.optim.schedule == "multistep"
+    run = ch.train_joint(recipe, "GNCL average")
+    assert run.status == "finished" and run.epochs_done == 2 and len(run.members) == 3
+    assert ed.train_recipe(recipe).ensdiv_meta["train_size"] == 12
+    out = torch.stack([m(torch.rand(2, 3, 64, 64)) for m in run.members])
+    assert out.shape == (3, 2, 1000) and torch.isfinite(out).all()

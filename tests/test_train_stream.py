@@ -12,14 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from fake_images import write_jpegs
 from PIL import Image
 from torch.utils.data import Subset
 
 import ensdiv as ed
 from ensdiv.data.paper import eval_transform
 from ensdiv.data.paper import stream as data_stream
-from ensdiv.data.paper.common import declare_class_subset
 from ensdiv.data.paper.imagenet import _timm_list, imagenet_train
 from ensdiv.data.registry import TensorSet
 from ensdiv.store import Store
@@ -33,21 +31,8 @@ WNIDS = _timm_list("imagenet_synsets.txt")[:3]
 
 
 @pytest.fixture
-def fake(tmp_path, monkeypatch):
-    root = tmp_path / "data"
-    for k, w in enumerate(WNIDS):
-        write_jpegs(root / "imagenet" / "train" / w, 4, k)
-    declare_class_subset(root / "imagenet" / "train", WNIDS)  # 3 of the 1000 classes, on purpose
-    monkeypatch.setenv("ENSDIV_DATA", str(root))
-    monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path / "cache"))
-    memos = (data_stream._OPENED, data_stream._FILE_KEYS)
-    saved = [dict(m) for m in memos]
-    for m in memos:
-        m.clear()
-    yield {"root": root, "store": Store(tmp_path / "cache")}
-    for m, old in zip(memos, saved, strict=True):
-        m.clear()
-        m.update(old)
+def fake(fake_imagenet_train):
+    return fake_imagenet_train
 
 
 def _recipe(**kw):
@@ -126,10 +111,34 @@ def test_the_images_go_through_the_models_own_training_transform():
     assert torch.allclose(training_transform(model)(img), torch.full((3, 160, 160), -1.0))
 
 
+def test_flip_and_crop_on_a_folder_are_the_transforms_own(fake, tmp_path):
+    # the timm training transform already crops and flips each image: "flipcrop" adds nothing per batch, so it
+    # trains to the weights of "none" (same seeds, same transformed images); mixup is still applied per batch
+    store = Store(tmp_path / "aug")
+    plain = _weights(ed.train_recipe(_recipe(epochs=1, augment="none"), store=store, progress=False))
+    flipcrop = _weights(ed.train_recipe(_recipe(epochs=1, augment="flipcrop"), store=store, progress=False))
+    mixed = _weights(ed.train_recipe(_recipe(epochs=1, augment="flipcrop+mixup"), store=store, progress=False))
+    assert torch.equal(plain, flipcrop)
+    assert not torch.allclose(plain, mixed)
+
+
+def test_a_model_trained_from_scratch_on_a_folder_sees_pixels_in_0_1(fake):
+    # the evaluation sets and ed.predict feed [0, 1] pixels, so a from-scratch model trains on them too; a
+    # pretrained model keeps its weights' normalisation (test_convnext2's mean/std 0.5: black becomes -1)
+    from ensdiv.train.stream import stream_training_batches, stream_training_files
+
+    for pretrained, low in ((False, 0.0), (True, -1.0)):
+        recipe = _recipe().replace(model=_recipe().model.replace(pretrained=pretrained))
+        model = ed.create_model("test_convnext2", **STREAM_SHAPE)
+        batches = stream_training_batches(recipe, model, stream_training_files(recipe), num_workers=0)
+        x, _ = batches.sample(12)
+        assert x.shape == (12, 3, 160, 160)
+        assert x.min() >= low - 1e-6 and x.max() <= 1.0 + 1e-6
+        assert (x.min() < -0.5) == pretrained  # the fake JPEGs hold dark pixels
+
+
 def test_bad_inputs_of_folder_training(fake, tmp_path):
     store = Store(tmp_path / "bad")
-    with pytest.raises(ed.InvalidInputError, match="already crops and flips"):
-        ed.train_recipe(_recipe(augment="flipcrop"), store=store, progress=False)
     with pytest.raises(ed.InvalidInputError, match="pre-training and probing"):
         ed.train_recipe(_recipe().replace(method=ed.Pretrain(dataset="fmnist/train")), store=store,
                         progress=False)

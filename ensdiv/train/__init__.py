@@ -8,7 +8,14 @@ train; :func:`train_recipe` trains it once and caches it; :func:`fit` is the loo
 from ensdiv.train import probe  # noqa: F401 - ed.train.probe: linear probes on frozen features
 from ensdiv.train.augment import BatchAugment
 from ensdiv.train.batches import LoaderBatches, training_transform
-from ensdiv.train.build import build_model, load_training_set, model_cache_config, train_recipe
+from ensdiv.train.build import (
+    build_model,
+    load_training_set,
+    model_cache_config,
+    train_recipe,
+    training_data,
+    training_images,
+)
 from ensdiv.train.engine import derive_seed, lr_factor, make_fabric, make_optimizer, seed_everything
 from ensdiv.train.frameworks import SimCLR, pretrain_and_probe, set_classifier, simclr_views
 from ensdiv.train.loop import FitReport, cpu_state, fit
@@ -54,6 +61,8 @@ __all__ = [
     "derive_seed",
     "fit",
     "load_training_set",
+    "training_data",
+    "training_images",
     "lr_factor",
     "make_fabric",
     "make_optimizer",

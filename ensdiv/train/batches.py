@@ -14,6 +14,7 @@ into global batches and gives each DDP rank its strided share (``batch[rank::wor
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -23,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ensdiv.data.paper.common import loader_workers
 from ensdiv.data.registry import TensorSet
-from ensdiv.errors import EnsdivError, InvalidInputError
+from ensdiv.errors import EnsdivError
 from ensdiv.train.augment import BatchAugment
 from ensdiv.train.engine import derive_seed
 
@@ -73,6 +74,12 @@ class LoaderBatches:
         num_classes: the number of classes (the labels are not read up front).
         num_workers: worker processes; default 0 for sets under 512 images, else ``min(8, cpus - 1)``.
         pin_memory: page-locked batches (default: when CUDA is available).
+
+    Augmentation: the images arrive through their transform, for a stream set the model's timm training
+    transform (:func:`training_transform`), which already crops (random-resized, scale 0.08-1) and flips each
+    image. A recipe's ``flip`` / ``crop`` / ``flipcrop`` therefore name that standard ImageNet augmentation
+    here and add nothing per batch (``"none"`` trains on the same transformed images: the transform is the
+    model's, not the recipe's); ``mixup``, ``cutmix`` and ``erasing`` are applied to each batch as in memory.
     """
 
     def __init__(self, dataset: Dataset, *, name: str, num_classes: int, num_workers: int | None = None,
@@ -93,10 +100,9 @@ class LoaderBatches:
 
     def epoch(self, *, seed: int, epoch: int, global_batch: int, steps: int, rank: int, world: int,
               aug: BatchAugment, gen: torch.Generator) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        if aug.flip or aug.crop:
-            raise InvalidInputError(
-                f"{self.name!r} is read through the model's timm training transform, which already crops and "
-                "flips; use augment='none', 'mixup', 'cutmix' or 'erasing' for it.")
+        if aug.flip or aug.crop:  # done per image by the timm training transform (random-resized crop, flip)
+            aug = copy.copy(aug)
+            aug.flip = aug.crop = False
         perm = _permutation(len(self), seed, epoch)
         batches = [_share(perm, step, global_batch, rank, world).tolist() for step in range(steps)]
         loader = DataLoader(self.dataset, batch_sampler=batches, num_workers=self.num_workers,

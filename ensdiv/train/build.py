@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -38,7 +39,8 @@ from ensdiv.train.stream import (
     train_stream_heads,
 )
 
-__all__ = ["train_recipe", "build_model", "load_training_set", "model_cache_config", "TRAIN_VERSION"]
+__all__ = ["train_recipe", "build_model", "load_training_set", "training_data", "training_images", "model_cache_config",
+           "TRAIN_VERSION"]
 
 # Architectures trained in the channels-last memory format: those that benchmarks/bench_train.py
 # (results/train.json, engine_channels_last_ratio) measured at least 1.3x faster on the 2-core CPU. The
@@ -53,6 +55,37 @@ CHANNELS_LAST_ARCHS = frozenset({"squeezenet", "resnext", "densenet", "mobilenet
 def load_training_set(recipe: Recipe) -> TensorSet:
     """The training set of ``recipe``: its registered set, subset to ``data.subset`` with ``seeds.subset``."""
     return get_dataset(recipe.data.dataset).subset(recipe.data.subset, seed=recipe.seeds.subset)
+
+
+def training_data(recipe: Recipe) -> tuple[TensorSet | LoaderBatches, dict[str, int]]:
+    """Where the training batches of ``recipe`` come from, and the shape its model is built with: the one place
+    that decides it for every recipe that trains a whole model (``ed.train_recipe``, and a chapter that trains
+    further, such as design-diversity's super-network).
+
+    A registered in-memory set: its :class:`~ensdiv.data.TensorSet` (:func:`load_training_set`) and the shape
+    read from it. A stream set (image folders too large for memory, such as ``imagenet/train``): a
+    :class:`~ensdiv.train.batches.LoaderBatches` reading its files through the model's own timm training
+    transform (:func:`ensdiv.train.stream.stream_training_batches`), and :data:`~ensdiv.train.stream.STREAM_SHAPE`.
+    Either goes to :func:`ensdiv.train.fit` unchanged.
+
+    Raises:
+        DataNotFoundError: the set or its folder is missing.
+    """
+    if is_stream_set(recipe.data.dataset):
+        shape = dict(STREAM_SHAPE)
+        return stream_training_batches(recipe, build_model(recipe, **shape), stream_training_files(recipe)), shape
+    data = load_training_set(recipe)
+    return data, _shape_of(data)
+
+
+def training_images(data: TensorSet | LoaderBatches, idx: Sequence[int] | torch.Tensor) -> torch.Tensor:
+    """The images ``idx`` of a training source as one tensor (N, C, H, W), as training sees them (a stream set's
+    through its training transform: one random-resized crop each); e.g. batch-norm recalibration."""
+    if isinstance(data, TensorSet):
+        return data.x[torch.as_tensor(idx, dtype=torch.long)]
+    if isinstance(data, LoaderBatches):
+        return torch.stack([data.dataset[int(i)][0] for i in idx])
+    raise EnsdivError(f"training_images reads a TensorSet or a LoaderBatches, got a {type(data).__name__}.")
 
 
 def build_model(recipe: Recipe, *, num_classes: int, in_chans: int, img_size: int, init_seed: int | None = None
@@ -155,18 +188,11 @@ def train_recipe(
         return model.eval()
     store.check_writable()  # an unusable cache folder is one sentence now, not after the training
     method = recipe.method
-    data: TensorSet | LoaderBatches
-    if is_stream_set(recipe.data.dataset):  # image folders too large for memory: read by DataLoader workers
-        if isinstance(method, Pretrain):
-            raise InvalidInputError(
-                f"{recipe.label!r}: pre-training and probing reads its set into memory; {recipe.data.dataset!r} "
-                "is read from image folders, which only supervised, distilled and jointly trained recipes do.")
-        shape = dict(STREAM_SHAPE)
-        # the model's own timm training transform: its input size, interpolation, mean and std
-        data = stream_training_batches(recipe, build_model(recipe, **shape), stream_training_files(recipe))
-    else:
-        data = load_training_set(recipe)
-        shape = _shape_of(data)
+    if is_stream_set(recipe.data.dataset) and isinstance(method, Pretrain):
+        raise InvalidInputError(
+            f"{recipe.label!r}: pre-training and probing reads its set into memory; {recipe.data.dataset!r} "
+            "is read from image folders, which only supervised, distilled and jointly trained recipes do.")
+    data, shape = training_data(recipe)
     run = dict(progress=progress, accelerator=accelerator, precision=precision)
     t0 = time.perf_counter()
     report: dict | None = None  # the fit report of the recipes on_diverge applies to

@@ -52,7 +52,7 @@ from ensdiv.train.keys import model_cache_config
 from ensdiv.train.loop import cpu_state
 from ensdiv.train.recipes import Heads, Recipe
 
-__all__ = ["SHARD_SIZE", "STREAM_SHAPE", "is_stream_recipe", "stream_backbone", "backbone_data_config",
+__all__ = ["SHARD_SIZE", "STREAM_SHAPE", "PIXEL_RANGE", "is_stream_recipe", "stream_backbone", "backbone_data_config",
            "stream_features", "stream_model_config", "train_stream_heads", "stream_training_files",
            "stream_training_batches"]
 
@@ -270,6 +270,8 @@ def train_stream_heads(recipe: Recipe, *, store: Store | None = None, progress: 
 #: the shape a full model trained on an ImageNet-labelled stream set is built with (its transform decides the
 #: input size it is fed: :func:`ensdiv.train.batches.training_transform`)
 STREAM_SHAPE = {"num_classes": 1000, "in_chans": 3, "img_size": 224}
+#: the transform's normalisation for models trained from scratch: none, so they take [0, 1] pixels
+PIXEL_RANGE = {"mean": (0.0, 0.0, 0.0), "std": (1.0, 1.0, 1.0)}
 
 
 def stream_training_files(recipe: Recipe) -> Subset:
@@ -294,9 +296,13 @@ def stream_training_files(recipe: Recipe) -> Subset:
 def stream_training_batches(recipe: Recipe, model: nn.Module, files: Subset, *, num_workers: int | None = None
                             ) -> LoaderBatches:
     """The batch source of ``files`` (:func:`stream_training_files`) for ``model``: each image transformed by
-    the model's own timm training transform (:func:`~ensdiv.train.batches.training_transform`), read by
-    DataLoader workers."""
+    the model's own timm training transform (:func:`~ensdiv.train.batches.training_transform`: its input size,
+    random-resized crop, flip), read by DataLoader workers.
+
+    A model trained from scratch is fed [0, 1] pixels (the transform's mean 0, std 1), as every model the engine
+    trains is and as the paper-scale evaluation sets (:mod:`ensdiv.data.paper.tensors`) and ``ed.predict``
+    feed it; a ``pretrained`` model keeps the normalisation its weights were trained with."""
     base = copy.copy(files.dataset)  # the same file list, another transform
-    base.transform = training_transform(model)
+    base.transform = training_transform(model, overrides=None if recipe.model.pretrained else PIXEL_RANGE)
     return LoaderBatches(Subset(base, files.indices), name=recipe.data.dataset,
                          num_classes=STREAM_SHAPE["num_classes"], num_workers=num_workers)

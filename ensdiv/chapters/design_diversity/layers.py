@@ -22,18 +22,33 @@ _SKIP = (nn.Identity, nn.Dropout, nn.ReLU, nn.GELU, nn.Flatten)
 
 def layer_names(model: nn.Module, *, max_layers: int = 12) -> list[str]:
     """The layers compared by CKA: the model's top-level children, with containers (Sequential / ModuleList) opened
-    one level, skipping identities, dropouts and activations; at most ``max_layers`` evenly spaced, last kept."""
+    one level, skipping identities, dropouts and activations; at most ``max_layers`` evenly spaced, last kept.
+
+    A wrapper whose only such child is itself a model with children (a paper-scale
+    :class:`~ensdiv.models.paper.PixelModel`, whose one child ``model`` is the timm network) is opened: its layers
+    are the wrapped model's, named through the wrapper (``"model.layer1"``), so a wrapped member is compared
+    stage by stage rather than as one 1 x 1 map.
+    """
+    names = _children(model, "")
+    if len(names) == 1:
+        inner = model.get_submodule(names[0])
+        if not isinstance(inner, nn.Sequential | nn.ModuleList) and any(True for _ in inner.children()):
+            names = _children(inner, names[0] + ".")
+    if len(names) > max_layers:
+        keep = np.unique(np.linspace(0, len(names) - 1, max_layers).round().astype(int))
+        names = [names[i] for i in keep]
+    return names
+
+
+def _children(model: nn.Module, prefix: str) -> list[str]:
     names = []
     for n, child in model.named_children():
         if isinstance(child, _SKIP):
             continue
         if isinstance(child, nn.Sequential | nn.ModuleList) and len(child) > 1:
-            names += [f"{n}.{k}" for k, g in child.named_children() if not isinstance(g, _SKIP)]
+            names += [f"{prefix}{n}.{k}" for k, g in child.named_children() if not isinstance(g, _SKIP)]
         else:
-            names.append(n)
-    if len(names) > max_layers:
-        keep = np.unique(np.linspace(0, len(names) - 1, max_layers).round().astype(int))
-        names = [names[i] for i in keep]
+            names.append(prefix + n)
     return names
 
 

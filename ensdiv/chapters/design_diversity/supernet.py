@@ -1,5 +1,11 @@
 """Design-diversity's super-network (Sec. 4.2, Fig. 8): one weight-sharing SuperResNet trained once in
-progressive stages, and the sub-networks extracted from it (BootstrapNAS's reading, our small analogue)."""
+progressive stages, and the sub-networks extracted from it (BootstrapNAS's reading, our small analogue).
+
+Every stage reads its batches from :func:`ensdiv.train.training_data`, the source ``ed.train_recipe`` itself
+uses: an in-memory set at ``cpu`` scale, an ImageNet-layout folder read by DataLoader workers at ``paper``
+scale (``imagenet/train``, through the super-network's training transform, [0, 1] pixels). Batch-norm
+recalibration takes its images from the same source (at paper scale: one random-resized crop of each chosen
+training image, as a training loader would give them)."""
 
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from ensdiv.models.supernet import (
     sample_config,
     subnet_params,
 )
-from ensdiv.train import build_model, cpu_state, fit, load_training_set, model_cache_config
+from ensdiv.train import build_model, cpu_state, fit, model_cache_config, training_data, training_images
 
 SUPERNET_VERSION = 1
 
@@ -51,7 +57,7 @@ def supernet(cfg: Any) -> SuperResNet:
     def compute() -> dict:
         net = ed.train_recipe(base)
         net.reorganize_widths()
-        data = load_training_set(base)
+        data, _ = training_data(base)
         for i, (elastic, epochs) in enumerate((("depth", e[1]), ("depth+width", e[2]))):
             if epochs:
                 net.elastic = elastic
@@ -60,15 +66,10 @@ def supernet(cfg: Any) -> SuperResNet:
         net.elastic = "none"
         return {"state": cpu_state(net)}
 
-    net = build_model(base, **_shape(load_training_set(base)))
+    net = build_model(base, **training_data(base)[1])
     net.load_state_dict(ed.cached("dd-supernet", conf, compute)["state"])
     net.ensdiv_cache_id = conf
     return net.eval()
-
-
-def _shape(data: ed.TensorSet) -> dict:
-    return {"num_classes": max(data.num_classes, int(data.y.max()) + 1), "in_chans": int(data.x.shape[1]),
-            "img_size": int(data.x.shape[-1])}
 
 
 def select_configs(net: SuperResNet, n: int = 11, *, quantile: float = 0.5, candidates: int = 4000,
@@ -99,11 +100,14 @@ def subnetworks(cfg: Any) -> list[nn.Module]:
     """The ``cfg.subnets`` sub-networks of similar size, extracted as ordinary models with their batch norm
     recalibrated on ``cfg.bn_images`` training images (the same images for every sub-network)."""
     net = supernet(cfg)
-    data = load_training_set(_supernet_base(cfg))
+    data, _ = training_data(_supernet_base(cfg))
     idx = dd.subset_index(len(data), cfg["bn_images"], cfg["seed"])
+    with torch.random.fork_rng():  # a stream set's random-resized crops, seeded without touching the caller's
+        torch.manual_seed(cfg["seed"])
+        images = training_images(data, idx)
     out = []
     for c in select_configs(net, cfg["subnets"], seed=cfg["seed"]):
-        sub = recalibrate_bn(extract_subnet(net, c), data.x[idx])
+        sub = recalibrate_bn(extract_subnet(net, c), images)
         sub.ensdiv_cache_id = {"supernet": net.ensdiv_cache_id, "config": c.to_dict(), "bn_images": cfg["bn_images"],
                                "bn_seed": cfg["seed"]}  # fmt: skip
         sub.ensdiv_name = c.label
