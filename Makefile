@@ -10,11 +10,12 @@ PYTEST_WORKERS ?= 2
 MATHJAX := .cache/mathjax/es5/tex-mml-chtml.js
 TEST_BOOK := $(CURDIR)/_build/test-book
 
-.PHONY: setup data mathjax browser book test bench lint clean help
+.PHONY: setup data mathjax browser book test dry-run bench lint clean help
 
 help:
 	@echo "make book   - set up, run every notebook at SCALE=$(SCALE), build _build/html"
 	@echo "make test   - set up, run the unit tests and every notebook at smoke scale"
+	@echo "make dry-run - run every notebook with a dry preset at paper scale on fake data (random weights)"
 	@echo "make bench  - run benchmarks/ and write benchmarks/results/*.json"
 	@echo "after make book: $(PY) -m http.server -d _build/html 8000, then open http://localhost:8000"
 
@@ -67,9 +68,12 @@ test: setup browser
 	$(VENV)/bin/ruff check ensdiv tests benchmarks notebooks
 	$(VENV)/bin/ruff format --check notebooks  # the book's column width (notebooks/ruff.toml)
 	rm -rf $(TEST_BOOK)
-	ENSDIV_TEST_BOOK=$(TEST_BOOK) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q tests ensdiv
+	ENSDIV_TEST_BOOK=$(TEST_BOOK) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q -m "not dry_full" tests ensdiv
 	# every page of the smoke book those tests executed, rendered and opened in a browser (#32)
 	ENSDIV_TEST_BOOK=$(TEST_BOOK) $(PY) -m pytest -q tests/book_pages_check.py
+
+dry-run: setup
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) tests/test_dry_run.py
 
 bench: setup
 	$(VENV)/bin/ensdiv bench

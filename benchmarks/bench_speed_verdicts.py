@@ -52,22 +52,26 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="two runs at smoke scale")
     parser.add_argument("--pages", nargs="+", choices=[Path(p).stem for p in PAGES], default=None,
                         help="only these pages (default: both); the results of the others are kept from the last run")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep each page's recorded runs at this scale and run only the missing ones up to --runs")
     args = parser.parse_args()
     runs, scale = (2, "smoke") if args.quick else (args.runs, args.scale)
     old = RESULTS / "speed_verdicts.json"
-    kept = {}
-    if args.pages and old.exists():  # keep the other pages' last runs, if they were at this scale
-        before = json.loads(old.read_text())
-        if before.get("scale") == scale:
+    kept, done = {}, {}
+    before = json.loads(old.read_text()) if old.exists() else {}
+    if before.get("scale") == scale:
+        if args.pages:  # keep the other pages' last runs, if they were at this scale
             kept = {k: v for k, v in before.get("pages", {}).items() if k not in args.pages}
+        if args.resume and before.get("runs") == runs:  # a page's runs so far, continued
+            done = {k: list(v["runs"]) for k, v in before.get("pages", {}).items()}
     pages = dict(kept)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["ENSDIV_BUILD"] = str(Path(tmp) / "build")
         for page in PAGES:
             if args.pages and Path(page).stem not in args.pages:
                 continue
-            rows = []
-            for k in range(runs):
+            rows = done.get(Path(page).stem, [])[:runs]
+            for k in range(len(rows), runs):
                 rows.append(one_run(page, scale, Path(tmp) / f"run{k}"))
                 print(f"{Path(page).stem} run {k + 1}/{runs}: {rows[-1].get('verdict', rows[-1]['status'])} "
                       f"in {rows[-1]['seconds']} s", flush=True)

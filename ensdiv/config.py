@@ -50,6 +50,15 @@ field, or else the default of :data:`DEFAULT_RANGES` for its name (``*_subset >=
 
 A list value (``seeds = [0, 1]``) is checked element by element. A value outside its range, or of the
 wrong type, is an :class:`~ensdiv.errors.InvalidInputError` whose one sentence names the parameter.
+
+**Dry runs.** A preset may have a ``"dry"`` block: the sizes a *dry run* of its ``paper`` preset uses (issue #33:
+``ensdiv run --dry-run`` executes a notebook at ``paper`` scale on generated fake data in the published layouts,
+with randomly initialised timm models, to find a broken paper path on a CPU before it costs a GPU day). With
+:data:`DRY_RUN_ENV` set to ``1``, :func:`resolve_preset` at ``paper`` applies that block after the ``paper`` one.
+The block may change sizes only (:func:`check_dry_block`): a number whose name says it is a size (images,
+epochs, steps, seeds, repeats, ...: :data:`DRY_SIZE_KEYS`), or a list whose elements all appear in the paper
+list (fewer models, fewer sets) or whose name says it is a size (milestones, epoch lists); a string, a flag or
+a mapping never changes.
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ from __future__ import annotations
 import fnmatch
 import html
 import math
+import os
 import typing
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -66,9 +76,46 @@ from ensdiv.errors import InvalidInputError, unknown_name
 
 __all__ = ["SCALES", "Config", "PresetSummary", "resolve_preset", "check_scale", "Range", "at_least", "between",
            "one_of", "DEFAULT_RANGES", "check_field", "MAX_DEPTH", "MAX_ELEMENTS", "plain_data_problem", "type_of",
-           "field_type"]
+           "field_type", "DRY_RUN_ENV", "DRY_SIZE_KEYS", "dry_run", "check_dry_block"]
 
 SCALES = ("smoke", "cpu", "paper")
+#: the environment variable that makes a ``paper`` run a dry run (``ensdiv run --dry-run`` sets it to ``1``)
+DRY_RUN_ENV = "ENSDIV_DRY_RUN"
+#: the field names a preset's ``"dry"`` block may give a smaller number (fnmatch patterns)
+DRY_SIZE_KEYS = ("*images*", "*subset*", "*epochs*", "*steps*", "milestones", "seeds", "*repeats*", "*rounds*",
+                 "*resamples*", "*batch*", "*restarts*", "k_step", "*iter*", "draws", "*per_class*", "*_size", "n_*",
+                 "*_n", "*samples*", "*process_sets*", "*candidates*", "subnets", "sizes", "pair_models", "show",
+                 "*members*", "*warmup*")
+
+
+def dry_run() -> bool:
+    """Whether this process runs a dry run (:data:`DRY_RUN_ENV` is ``1``): fake data, random weights, sizes
+    from each preset's ``"dry"`` block, every verdict *not testable*."""
+    return os.environ.get(DRY_RUN_ENV, "") == "1"
+
+
+def check_dry_block(name: str, paper: dict[str, Any], dry: dict[str, Any]) -> None:
+    """Refuse a ``"dry"`` block that changes more than sizes (module docstring, "Dry runs").
+
+    Raises:
+        TypeError: a key that is no field of the paper preset, or a value that is not a size change
+            (one sentence naming the field).
+    """
+    for key, value in dry.items():
+        if key not in paper:
+            raise TypeError(f"The \"dry\" block of preset {name!r} sets {key!r}, which is no field of its paper "
+                            "preset.")
+        sized = any(fnmatch.fnmatchcase(key, p) for p in DRY_SIZE_KEYS)
+        old = paper[key]
+        if isinstance(value, bool) or isinstance(old, bool) or not isinstance(value, int | float | list):
+            ok = value == old
+        elif isinstance(value, list):
+            ok = sized or (isinstance(old, list) and all(v in old for v in value))
+        else:
+            ok = sized
+        if not ok:
+            raise TypeError(f"The \"dry\" block of preset {name!r} changes {key!r} from {old!r} to {value!r}; a dry "
+                            "run changes sizes only (numbers of images, epochs, steps, seeds; fewer models or sets).")
 
 
 class Config(dict):
@@ -461,6 +508,9 @@ def resolve_preset(
     cfg = Config(preset=name, scale=scale)
     cfg.update(spec.get("common", {}))
     cfg.update(spec.get(scale, {}))
+    if scale == "paper" and dry_run() and spec.get("dry"):
+        check_dry_block(name, dict(cfg), spec["dry"])
+        cfg.update(spec["dry"])
     defaults = dict(cfg)
     for key, value in defaults.items():
         if key not in ("preset", "scale") and not _complete(field_type(key, value, types)):

@@ -505,9 +505,15 @@ def test_report_stays_light():
         tree = ast.parse(module.read_text(encoding="utf-8"))
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    # ensdiv.config: the dry-run flag (a dry run's verdicts are not testable); it imports no torch either
     assert {m for m in imported if m.startswith("ensdiv") and not m.startswith("ensdiv.report")} == {
-        "ensdiv.errors", "ensdiv.paths"}
+        "ensdiv.config", "ensdiv.errors", "ensdiv.paths"}
     assert not any(m.split(".")[0] == "torch" for m in imported)
+    config = ast.parse((Path(report.__file__).parent.parent / "config.py").read_text(encoding="utf-8"))
+    from_config = {a.name for n in ast.walk(config) if isinstance(n, ast.Import) for a in n.names}
+    from_config |= {n.module for n in ast.walk(config) if isinstance(n, ast.ImportFrom)}
+    assert {m for m in from_config if m.startswith("ensdiv")} == {"ensdiv.errors"}
+    assert not any(m.split(".")[0] in ("torch", "numpy") for m in from_config)
 
 
 # --- bad input: one clear sentence, both EnsdivError and ValueError ------------------------------------------------

@@ -31,7 +31,7 @@ from ensdiv.config import Config
 from ensdiv.errors import unknown_name
 
 __all__ = [
-    "CHAPTERS", "MODULES", "preset", "list_presets", "attack_similarity", "design_diversity",
+    "CHAPTERS", "MODULES", "preset", "list_presets", "list_dry_presets", "attack_similarity", "design_diversity",
     "design_diversity_training", "foundations", "packed_ensembles", "sed", "synthesis", "training_methods", "zoo",
 ]
 
@@ -49,6 +49,12 @@ def _all_presets() -> dict[str, dict]:
 def list_presets() -> list[str]:
     """The full names of every chapter's presets."""
     return sorted(_all_presets())
+
+
+def list_dry_presets() -> list[str]:
+    """The full names of the presets that have a ``"dry"`` block (empty when the paper sizes need no change): the
+    notebooks ``ensdiv run --dry-run`` is known to run (:mod:`ensdiv.book.dry`)."""
+    return sorted(name for name, spec in _all_presets().items() if "dry" in spec)
 
 
 def preset(name: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any) -> Config:

@@ -16,3 +16,18 @@ def chapter_preset(
     if name not in presets:
         raise unknown_name(f"preset of the {slug} chapter", name, presets)
     return resolve_preset(name, presets[name], scale, verbose=verbose, **overrides)
+
+
+def add_dry_blocks(presets: dict[str, dict], sizes: dict[str, Any], *, pick: dict[str, list] | None = None) -> None:
+    """Give every preset of ``presets`` its ``"dry"`` block (:mod:`ensdiv.config`, "Dry runs"): the entries of
+    ``sizes`` that are fields of its paper preset, and for each ``pick`` field (a list of names, such as a zoo)
+    the picked names that its paper list holds, in the paper list's order (none held: the field is left as is).
+    A preset's own ``"dry"`` entries win."""
+    for spec in presets.values():
+        paper = {**spec.get("common", {}), **spec.get("paper", {})}
+        dry = {k: v for k, v in sizes.items() if k in paper}
+        for key, names in (pick or {}).items():
+            held = [n for n in paper.get(key) or [] if n in names]
+            if held:
+                dry[key] = held
+        spec["dry"] = {**dry, **spec.get("dry", {})}

@@ -35,7 +35,7 @@ from torch import nn
 
 import ensdiv as ed
 from ensdiv.chapters import design_diversity as dd
-from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
 from ensdiv.chapters.design_diversity.layers import corresponding_layers, corresponding_mean, layer_names
 from ensdiv.chapters.design_diversity.supernet import select_configs, subnetworks, supernet
 from ensdiv.errors import EnsdivError, unknown_name
@@ -429,6 +429,12 @@ PRESETS: dict = {
 
 for _spec in PRESETS.values():  # bootstrap resamples of the claims' intervals: fewer at smoke (code path only)
     _spec["smoke"] = {**_spec["smoke"], "n_resamples": 200}
+# a dry run of the paper presets (ensdiv run --dry-run): the paper's models and recipes on a few fake images
+add_dry_blocks(PRESETS, {**dd.DRY_SIZES, "fig9_images": 4, "cka_images": 8, "cka_batch": 4, "cka_interval_batch": 4,
+                         "supernet_epochs": [1, 1, 1], "batch_size": 8, "bn_images": 8, "subnets": 3, "epochs": 2,
+                         "milestones": [1], "attr_epochs": 2, "lams": [1.0, 0.001], "seeds": [0], "ig_steps": [1, 2],
+                         "pair_models": 2, "train_subset": 8, "attr_train_subset": 8},
+               pick={"zoo": dd.DRY_ZOO})
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):

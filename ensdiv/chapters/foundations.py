@@ -11,7 +11,7 @@ from typing import Any
 
 import ensdiv as ed
 from ensdiv.chapters import zoo
-from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
 
 SLUG = "foundations"
 
@@ -95,6 +95,10 @@ PRESETS["foundations/zoo"] = {
     "ranges": {"workers": (1, 64)},
     "types": {"only": list[str]},  # cpu: [] = the whole zoo
 }
+
+# a dry run of the paper presets (ensdiv run --dry-run): the paper zoo's recipes (zoo.DRY_RECIPE_SIZES) on fake data
+add_dry_blocks(PRESETS, {"test_subset": 16, "num_members": 2, "n_resamples": 200, "n_explain": 4, "n_cka": 8,
+                         "cka_batch": 4, "pgd_steps": 2, "eval_subset": 16, "damage_images": 2})
 
 
 def deep_ensemble(scale: str, zoo_entry: str, seed: int, num_members: int) -> list[ed.Recipe]:

@@ -39,6 +39,7 @@ import pandas as pd
 import torch
 
 from ensdiv import Distill, Pretrain, Recipe, Store, cached_predictions, default_store, get_dataset
+from ensdiv.config import dry_run
 from ensdiv.data.glyphs import LETTERS_SIZE, SHAPES_LARGE_SIZE
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.models import PAPER_MODELS
@@ -208,11 +209,17 @@ def category_of(key: str) -> str:
     return key.split("/", 1)[0]
 
 
+#: what a dry run of the paper presets (:mod:`ensdiv.book.dry`) changes in every paper zoo recipe: sizes only
+DRY_RECIPE_SIZES = {"epochs": 1, "batch_size": 8}
+
+
 def zoo_recipes(scale: str = "cpu", only: str | list[str] | None = None) -> dict[str, Recipe]:
     """The zoo's recipes at ``scale``, optionally filtered by keys or glob patterns (``"arch/*"``)."""
     if scale not in ZOO:
         raise unknown_name("scale", scale, ZOO)
     zoo = ZOO[scale]
+    if scale == "paper" and dry_run():  # a dry run (ensdiv run --dry-run): the paper recipes with a dry run's sizes
+        zoo = {k: r.replace(**DRY_RECIPE_SIZES) for k, r in zoo.items()}
     if not only:  # None or an empty list (``ensdiv zoo build --only`` with no names): everything
         return dict(zoo)
     patterns = [only] if isinstance(only, str) else list(only)

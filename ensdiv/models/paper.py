@@ -22,6 +22,7 @@ import timm
 import torch
 import torch.nn as nn
 
+from ensdiv.config import dry_run
 from ensdiv.data.paper.tensors import pipeline_of
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.models.input_spec import InputSpec, forward_pixels, input_spec
@@ -184,6 +185,15 @@ def _local_weights(model_name: str) -> str | None:
     return None
 
 
+def _set_input(m: nn.Module) -> None:
+    """``m.ensdiv_input`` from timm's resolved data config of ``m`` (its pretrained weights' input size, mean, std)."""
+    from timm.data import resolve_data_config
+
+    dc = resolve_data_config(model=m)
+    m.ensdiv_input = InputSpec(size=int(dc["input_size"][-1]), mean=tuple(float(v) for v in dc["mean"]),
+                               std=tuple(float(v) for v in dc["std"]))
+
+
 def create_paper_model(
     name: str,
     *,
@@ -194,6 +204,9 @@ def create_paper_model(
     **overrides: Any,
 ) -> nn.Module:
     """Build the paper-scale model ``name`` with timm (see module docstring).
+
+    In a dry run (:func:`ensdiv.config.dry_run`) ``pretrained`` builds the same architecture with the same timm
+    data config and random weights (``ensdiv_weights`` empty): nothing is read, nothing is needed locally.
 
     With pretrained weights the model gets ``ensdiv_input``: an :class:`ensdiv.attacks.InputSpec` with
     the side (``input_size[-1]``), mean and std of ``timm.data.resolve_data_config(model=m)``, and
@@ -216,6 +229,11 @@ def create_paper_model(
             m.features[0] = nn.Conv2d(in_chans, 64, 3, 2)
         return m
     kwargs = dict(num_classes=num_classes, in_chans=in_chans, **overrides)
+    if pretrained and dry_run():  # a dry run: the pretrained model's architecture and data config, random weights
+        m = timm.create_model(timm_name, pretrained=False, **kwargs)
+        _set_input(m)
+        m.ensdiv_weights = ""
+        return m
     if pretrained:
         file = str(pretrained) if isinstance(pretrained, str | os.PathLike) else _local_weights(timm_name)
         if file is None or not Path(file).exists():
@@ -229,15 +247,7 @@ def create_paper_model(
             )
         kwargs["pretrained_cfg_overlay"] = {"file": file}
         m = timm.create_model(timm_name, pretrained=True, **kwargs)
-        from timm.data import resolve_data_config
-
-
-        dc = resolve_data_config(model=m)
-        m.ensdiv_input = InputSpec(
-            size=int(dc["input_size"][-1]),
-            mean=tuple(float(v) for v in dc["mean"]),
-            std=tuple(float(v) for v in dc["std"]),
-        )
+        _set_input(m)
         m.ensdiv_weights = str(file)
         return m
     try:

@@ -19,8 +19,9 @@ rows of values:
 Facts (parameter counts, mult-adds, identities, costs) are shown in a facts table (``facts=``) and never
 enter a verdict. The verdict comes from one rule, the same on every page, over the *counted* checks:
 
-1. At ``smoke`` scale the verdict is always *not testable at this scale*: smoke runs show that the code
-   path works, and whatever their numbers say about the science is noise.
+1. At ``smoke`` scale, and in a dry run of the ``paper`` preset (fake data, random weights:
+   :func:`ensdiv.config.dry_run`), the verdict is always *not testable at this scale*: those runs show that the
+   code path works, and whatever their numbers say about the science is noise.
 2. If fewer than half of the checks that could count were computable (none, in particular), the claim is
    *not testable at this scale*: nothing vanishes silently, and the verdict line says how many counted.
 3. Otherwise, with P passes, F fails and I inconclusive among the computed checks:

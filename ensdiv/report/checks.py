@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ensdiv.config import dry_run
 from ensdiv.errors import InvalidInputError
 from ensdiv.report.uncertainty import LEVEL, Estimate, _interval
 
@@ -346,7 +347,8 @@ def verdict(results: Sequence[str | bool | None], *, scale: str, total: int | No
     Args:
         results: One entry per counted check: ``"pass"``, ``"fail"``, ``"inconclusive"`` (True/False are read
             as pass/fail), or None when it could not be computed.
-        scale: ``"smoke"``, ``"cpu"`` or ``"paper"``.
+        scale: ``"smoke"``, ``"cpu"`` or ``"paper"`` (a paper *dry run*, :func:`ensdiv.config.dry_run`, is
+            not testable like smoke).
         total: How many checks the claim has in all (default ``len(results)``); if fewer than half of them
             could be computed, the claim is not testable.
 
@@ -364,8 +366,8 @@ def verdict(results: Sequence[str | bool | None], *, scale: str, total: int | No
     norm = [r if r is None or isinstance(r, str) else "pass" if bool(r) else "fail" for r in results]
     computed = [r for r in norm if r is not None]
     total = len(norm) if total is None else total
-    if scale == "smoke" or not computed or 2 * len(computed) < total:
-        return "not testable at this scale"
+    if scale == "smoke" or dry_run() or not computed or 2 * len(computed) < total:
+        return "not testable at this scale"  # a dry run's numbers come from fake data and random weights
     passed, failed = computed.count("pass"), computed.count("fail")
     if failed == 0:
         return "holds" if passed == len(computed) else "holds partly" if passed else "inconclusive"

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 import ensdiv as ed
-from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
 from ensdiv.chapters.design_diversity.paper import (
     PAPER_FIG_A,
     PAPER_TABLE1,
@@ -49,7 +49,8 @@ SLUG = "design-diversity"
 ATTR_VERSION = 1
 
 __all__ = [
-    "SLUG", "PRESETS", "preset", "SET_KEYS", "SET_LABELS", "CPU_SETS", "PAPER_TABLE1", "PAPER_FIG_A", "PAPER_TABLE_I",
+    "SLUG", "PRESETS", "preset", "SET_KEYS", "SET_LABELS", "CPU_SETS", "CBAR_SETS", "PAPER_TABLE1", "PAPER_FIG_A",
+    "PAPER_TABLE_I",
     "chapter_models", "model_name", "model_params", "subset_index", "eval_set", "chapter_logits", "chapter_labels",
     "chapter_attributions", "accuracy_table", "diversity_sweep", "minmax", "arch_class", "training_approach",
     "adjusted_r2", "recipe_settings", "zoo_recipes", "eval_set_key", "member_module", "member_cache_config",
@@ -64,6 +65,8 @@ _CBAR = {"plasma": ("plasma_noise", 4.0), "checkerboard": ("checkerboard_cutout"
          "waterdrop": ("water_drop", 7.0), "lines": ("lines", 1.6)}  # fmt: skip
 CPU_SETS = {"clean": "fmnist/test", "v2": "fmnist-v2",
             **{k: f"fmnist-cbar/{c}/{t:.1f}" for k, (c, t) in _CBAR.items()}}  # fmt: skip
+#: the ImageNet-C̄ sets of the paper (and of a paper-scale run): set key -> (corruption, strength)
+CBAR_SETS = dict(_CBAR)
 
 # ---- architecture classes and training approaches (Table 1's first two columns) --------------------------
 _ARCH_CLASS = {
@@ -427,6 +430,12 @@ PRESETS: dict = {
 
 for _spec in PRESETS.values():  # bootstrap resamples of the claims' intervals: fewer at smoke (code path only)
     _spec["smoke"] = {**_spec["smoke"], "n_resamples": 200}
+#: a dry run's sizes (ensdiv run --dry-run: the paper presets on a few fake images, random weights)
+DRY_SIZES = {"eval_images": 8, "attr_images": 4, "attr_batch": 4, "n_resamples": 200}
+#: a dry run's models: the smallest of each paper list (tiny DeiT, the small NAS nets, a ResNet-50, Swin-T)
+DRY_ZOO = ["mnasnet_small.lamb_in1k", "semnasnet_075.rmsp_in1k", "deit_tiny_patch16_224.fb_in1k", "resnet50.tv_in1k",
+           "swin_tiny_patch4_window7_224.ms_in1k"]
+add_dry_blocks(PRESETS, DRY_SIZES, pick={"zoo": DRY_ZOO})
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
 from ensdiv.chapters.packed_ensembles.budget import VALIDATION_SET, budget_curve, plateau_budget
 from ensdiv.chapters.packed_ensembles.estimates import MIN_SEEDS, Measure, bootstrap, estimates
 from ensdiv.chapters.packed_ensembles.methods import (
@@ -321,6 +321,13 @@ PRESETS = {
         "ranges": {"repeats": (2, None), "process_sets": (2, None), "timing_threads": (1, None)},
     },
 }
+
+# a dry run of the paper presets (ensdiv run --dry-run): the paper's recipes and models on a few fake images
+add_dry_blocks(PRESETS, {"epochs": 2, "milestones": [1], "batch_size": 16, "seeds": [0], "n_resamples": 200,
+                         "test_subset": 16, "ood_subset": 16, "throughput_batch": 8, "throughput_repeats": 2,
+                         "process_sets": 2, "timing_batch": 8, "timing_repeats": 2, "batch": 8, "train_batch": 8,
+                         "repeats": 2, "train_steps": 2, "alphas": [1, 2], "gammas": [1, 2], "archs": ["resnet18"],
+                         "dtypes": ["float32"]})
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):

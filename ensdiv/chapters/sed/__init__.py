@@ -33,7 +33,7 @@ from torch import Tensor, nn
 import ensdiv as ed
 from ensdiv import metrics as mt
 from ensdiv.chapters import zoo
-from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
 from ensdiv.chapters.sed.cost import TIMED_LOSSES, fit_exponent, time_steps, timing_head
 from ensdiv.chapters.sed.images import ShownSet, shown_set
 from ensdiv.chapters.sed.release import (
@@ -163,6 +163,10 @@ PRESETS = {
                                   smoke={"sizes": [2, 5], "steps": 3, "repeats": 1},
                                   paper={"dim": 768, "hidden": 3072, "classes": 1000}),
 }
+
+# a dry run of the paper presets (ensdiv run --dry-run): DeiT3-B's architecture (random weights), a few fake images
+add_dry_blocks(PRESETS, {"epochs": 1, "batch_size": 8, "members": 3, "large_members": 3, "n_resamples": 200,
+                         "lams": [0.0, 0.1], "sizes": [2, 3], "steps": 3, "repeats": 1})
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):

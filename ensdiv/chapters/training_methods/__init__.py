@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
 from ensdiv.chapters.training_methods.analysis import (
     GROUPS,
     class_specialization,
@@ -81,6 +81,7 @@ from ensdiv.chapters.training_methods.paper import (
     BASE,
     CATEGORIES,
     CATEGORY_LABELS,
+    DRY_POPULATION,
     PAPER_BAND,
     PAPER_BAND_CENTRE,
     PAPER_BASE_ACCURACY,
@@ -135,7 +136,7 @@ __all__ = [
     "downstream_choices", "bootstrap", "base_category", "missing_estimate", "FMNIST_CLASS_GROUPS", "class_groups",
     "group_share", "group_p", "same_size_groupings",
     "PAPER_LOW_ERROR_RATIO", "loss_and_data", "other_loss_or_data", "PAPER_PAIRS", "PAPER_DOWN_MODELS",
-    "probe_device", "downstream_estimates",
+    "DRY_POPULATION", "probe_device", "downstream_estimates",
 ]
 
 # ---- presets -------------------------------------------------------------------------------------------
@@ -201,6 +202,9 @@ PRESETS: dict = {
     f"{SLUG}/fig08_pair_counts": _merge(_COMMON),
     f"{SLUG}/tabA_model_table": _merge(_COMMON),
 }
+# a dry run of the paper presets (ensdiv run --dry-run): the fake folder of DRY_POPULATION, small probes
+add_dry_blocks(PRESETS, {"n_resamples": 200, "n_perm": 50, "draws": 1, "probe_iter": 10, "k_step": 4,
+                         "l2_grid": list(probe.DEFAULT_L2_GRID)[:2]})
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):

@@ -161,6 +161,16 @@ PAPER_TIMM = {
 #: (EfficientNet-B3), and Dataset (CLIP-S)"), and Fig. 7's three models (§4.7: MPL, ViT-G/14, CLIP-S)
 PAPER_PAIRS = {"prefer_reinit": "ResNet-50", "prefer_arch": "EfficientNet-B3", "prefer_dataset": "CLIP-S"}
 PAPER_DOWN_MODELS = ["MPL", "ViT-G/14", "CLIP-S"]
+#: the made-up population a dry run's fake logits/features folder holds (ensdiv run --dry-run, ensdiv.book.dry):
+#: (name, category, role, accuracy) — the paper's named models, a base and one model per category near the paper's
+#: 74-78 % band, three high-accuracy models and two low ones (Fig. 5), for the paper presets to find what they name
+DRY_POPULATION = [
+    ("ResNet-50 RandAugment", "reinit", "base", 0.76), ("ResNet-50", "reinit", "main", 0.76),
+    ("ResNet-50 lr 0.3", "hparam", "main", 0.75), ("EfficientNet-B3", "arch", "main", 0.775),
+    ("EfficientNet-B0", "arch", "main", 0.76), ("SimCLR", "framework", "main", 0.75),
+    ("CLIP-S", "dataset", "main", 0.76), ("MPL", "framework", "high", 0.875), ("ViT-G/14", "dataset", "high", 0.875),
+    ("BiT-JFT", "dataset", "high", 0.85), ("BiT-1k", "arch", "low", 0.65), ("ViT-S/16", "arch", "low", 0.625),
+]  # fmt: skip
 PAPER_LAYOUT = """<data_root>/                      (preset data_root, default $ENSDIV_DATA/training-methods)
   models.csv                      columns name,category,role[,timm]: category in reinit|hparam|arch|framework|
                                   dataset, role in base|main|high|low (exactly one base: ResNet-50 RandAugment)

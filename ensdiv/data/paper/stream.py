@@ -16,11 +16,14 @@ name                                    folder below ``$ENSDIV_DATA``           
 ``imagenet-r``, ``imagenet-a``          ``imagenet-r/<wnid>/``, ``imagenet-a/<wnid>/``  1000-class indices;
                                                                                         ``class_mask``
 ``imagenet-o``                          ``imagenet-o/<wnid>/``                          -1 (OOD)
-``imagenet-v2``                         ``imagenetv2-matched-frequency-format-val/``    1000-class indices
+``imagenet-v2``                         ``imagenet-v2/imagenetv2-*-format-val/<k>/``    1000-class indices
 ``inaturalist``                         ``iNaturalist/images/*.jpg``                    -1 (OOD)
 ``openimages-o``                        ``openimage_o/images/*.jpg``                    -1 (OOD)
 ``textures``                            ``dtd/images/<class>/*.jpg``                    -1 (OOD)
 ======================================  ==============================================  =====================
+
+ImageNet-V2's ``imagenetv2-matched-frequency-format-val/`` may lie in ``$ENSDIV_DATA/imagenet-v2/`` (where the
+design-diversity chapter and ``ensdiv fetch data`` look) or in ``$ENSDIV_DATA`` itself.
 
 A missing folder raises the loader's :class:`~ensdiv.errors.DataNotFoundError`, one sentence naming the
 folder searched, the layout expected and where to get the data. :func:`stream_fingerprint` is the
@@ -33,18 +36,21 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch.utils.data import Dataset
 
 from ensdiv.data.fashion import data_home
 from ensdiv.data.paper import sets
-from ensdiv.data.paper.imagenet import imagenet_train
+from ensdiv.data.paper.imagenet import imagenet_train, imagenet_wnids
+from ensdiv.data.registry import TensorSet, subset_indices
 from ensdiv.errors import InvalidInputError, unknown_name
 
 __all__ = ["STREAM_SETS", "is_stream_set", "open_stream_set", "stream_fingerprint", "stream_files",
-           "stream_files_fingerprint", "transform_config"]
+           "stream_files_fingerprint", "transform_config", "PIXEL_CONFIG", "stream_tensor_set"]
 
 #: family -> (its folder below $ENSDIV_DATA, loader(root, data_config, *name parts))
 STREAM_SETS: dict[str, tuple[str, Any]] = {
@@ -55,7 +61,7 @@ STREAM_SETS: dict[str, tuple[str, Any]] = {
     "imagenet-r": ("imagenet-r", lambda root, dc: sets.imagenet_r(root, data_config=dc)),
     "imagenet-a": ("imagenet-a", lambda root, dc: sets.imagenet_a(root, data_config=dc)),
     "imagenet-o": ("imagenet-o", lambda root, dc: sets.imagenet_o(root, data_config=dc)),
-    "imagenet-v2": ("imagenetv2-matched-frequency-format-val", lambda root, dc: sets.imagenet_v2(root, data_config=dc)),
+    "imagenet-v2": ("imagenet-v2", lambda root, dc: sets.imagenet_v2(root, data_config=dc)),
     "inaturalist": ("iNaturalist", lambda root, dc: sets.inaturalist_ood(root, data_config=dc)),
     "openimages-o": ("openimage_o", lambda root, dc: sets.openimages_o(root, data_config=dc)),
     "textures": ("dtd", lambda root, dc: sets.textures(root, data_config=dc)),
@@ -92,8 +98,9 @@ def _root_of(name: str) -> Path:
         raise unknown_name("paper-scale stream set", name, [*STREAM_SETS, "imagenet-c/<corruption>/<severity>"])
     home = Path(data_home())
     sub = STREAM_SETS[parsed[0]][0]
-    # only ImageNet train/val may lie in $ENSDIV_DATA itself: the OOD loaders would take any image below it
-    return home if sub == "imagenet" and not (home / sub).is_dir() else home / sub
+    # only ImageNet train/val and V2's named folder may lie in $ENSDIV_DATA itself (their loaders look for their
+    # own sub-folders): the OOD loaders would take any image below it
+    return home if sub in ("imagenet", "imagenet-v2") and not (home / sub).is_dir() else home / sub
 
 
 def open_stream_set(name: str, *, data_config: Mapping[str, Any] | None = None) -> Dataset:
@@ -154,3 +161,32 @@ def stream_files_fingerprint(name: str) -> str:
     if memo not in _FILE_KEYS:
         _FILE_KEYS[memo] = stream_fingerprint(name, dataset, None)
     return _FILE_KEYS[memo]
+
+
+#: the evaluation framing of :func:`stream_tensor_set`: 224 px centre crop of the image resized to 256 (crop
+#: fraction 0.875), bilinear, no mean/std normalisation ([0, 1] pixels, as every registry set)
+PIXEL_CONFIG = {"input_size": (3, 224, 224), "crop_pct": 0.875, "interpolation": "bilinear", "crop_mode": "center",
+                "mean": (0.0, 0.0, 0.0), "std": (1.0, 1.0, 1.0)}
+
+
+def stream_tensor_set(name: str, n: int = 0, *, seed: int = 0) -> TensorSet:
+    """``n`` images (0: all) of the stream set ``name`` drawn with ``seed`` as an in-memory
+    :class:`~ensdiv.data.TensorSet` framed by :data:`PIXEL_CONFIG` (shape (n, 3, 224, 224), [0, 1]): an
+    evaluation set for pages that score registry sets (``ed.predict``) at paper scale. Labels are the set's own:
+    1000-class indices (ImageNet-R / -A: indices of their 200 classes among the 1000, scored 1000-way unless the
+    page masks the logits), -1 for an OOD set. Built once per process, ``$ENSDIV_DATA``, name, size and seed.
+
+    Raises:
+        UnknownNameError: not a stream set. DataNotFoundError: its folder is missing or mis-laid-out.
+    """
+    return _stream_tensor_set(name, int(n), int(seed), str(data_home()))
+
+
+@lru_cache(maxsize=4)
+def _stream_tensor_set(name: str, n: int, seed: int, home: str) -> TensorSet:
+    ds = open_stream_set(name, data_config=PIXEL_CONFIG)
+    idx = subset_indices(len(ds), n, seed=seed).tolist()
+    x = torch.stack([ds[i][0] for i in idx]).float()
+    y = torch.tensor([int(ds.targets[i]) for i in idx], dtype=torch.long)
+    label = name if len(idx) == len(ds) else f"{name}[{n}@{seed}]"
+    return TensorSet(x, y, label, imagenet_wnids(), f"{name} from {home}, {len(idx)} images (seed {seed})")

@@ -1,0 +1,287 @@
+"""Dry runs of the paper presets (issue #33 item 3): the fake data in every published layout, the preset's "dry"
+sizes, random weights for pretrained models, every verdict not testable, and ``ensdiv run --dry-run``.
+
+The fake data is checked by the loaders themselves: every registry and stream set of the paper scale opens
+from it with the shapes and labels its layout promises (a loader that rejects a layout would fail here, as it
+would on a researcher's folder laid out the same way)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import ensdiv as ed
+from ensdiv.book import cli
+from ensdiv.book.dry import dry_environment
+from ensdiv.config import DRY_RUN_ENV, check_dry_block, resolve_preset
+from ensdiv.data.corruptions import CBAR_CORRUPTIONS
+from ensdiv.data.paper import sets as ps
+from ensdiv.data.paper import stream as data_stream
+from ensdiv.data.paper import tensors
+from ensdiv.data.paper.common import CIFAR_C_CORRUPTIONS
+from ensdiv.data.paper.fake import default_wnids, is_fake_data, write_fake_data, write_training_methods
+from ensdiv.data.paper.imagenet import _timm_list
+from ensdiv.errors import EnsdivError, InvalidInputError
+from ensdiv.report import verdict
+
+WNIDS = _timm_list("imagenet_synsets.txt")
+
+
+@pytest.fixture(scope="module")
+def fake_root(tmp_path_factory):
+    return write_fake_data(tmp_path_factory.mktemp("fake") / "data", cbar_levels={"lines": [1.6], "water_drop": [7.0]})
+
+
+@pytest.fixture
+def fake_env(fake_root, monkeypatch):
+    monkeypatch.setenv("ENSDIV_DATA", str(fake_root))
+    for memo in (data_stream._OPENED, data_stream._FILE_KEYS):
+        memo.clear()
+    tensors._read.cache_clear()
+    tensors._imagenet_val_subset.cache_clear()
+    yield fake_root
+    for memo in (data_stream._OPENED, data_stream._FILE_KEYS):
+        memo.clear()
+    tensors._read.cache_clear()
+    tensors._imagenet_val_subset.cache_clear()
+
+
+# ---- the fake data, read by the real loaders -----------------------------------------------------------------
+def test_default_wnids_are_in_imagenet_r_and_a():
+    w = default_wnids()
+    assert len(w) == 4 and w == sorted(w)
+    for synsets in ("imagenet_r_synsets.txt", "imagenet_a_synsets.txt", "imagenet_synsets.txt"):
+        assert set(w) <= set(_timm_list(synsets))
+
+
+def test_registry_sets_load_from_the_fake_folder(fake_env):
+    c10, c100 = ed.get_dataset("cifar10/train"), ed.get_dataset("cifar100/test")
+    assert c10.x.shape == (50, 3, 32, 32) and sorted(set(c10.y.tolist())) == list(range(10))
+    assert c100.x.shape == (100, 3, 32, 32) and sorted(set(c100.y.tolist())) == list(range(100))
+    assert ed.get_dataset("cifar10/test").x.shape[0] == 10
+    svhn = ed.get_dataset("svhn/test")
+    assert len(svhn) == 10 and (svhn.y == -1).all()
+    val = ed.get_dataset("imagenet/val-5k")  # five per class of the four fake classes
+    assert val.x.shape == (20, 3, 224, 224) and sorted(set(val.y.tolist())) == [WNIDS.index(w) for w in default_wnids()]
+    assert 0.0 <= float(val.x.min()) and float(val.x.max()) <= 1.0
+
+
+def test_stream_sets_open_from_the_fake_folder(fake_env):
+    index = [WNIDS.index(w) for w in default_wnids()]
+    for name, n, labels in [("imagenet/train", 16, index), ("imagenet/val", 20, index), ("imagenet-v2", 8, index),
+                            ("imagenet-c/fog/3", 8, index), ("imagenet-r", 8, index), ("imagenet-a", 8, index),
+                            ("imagenet-o", 8, [-1]), ("inaturalist", 8, [-1]), ("openimages-o", 8, [-1]),
+                            ("textures", 4, [-1])]:
+        ds = data_stream.open_stream_set(name)
+        assert len(ds) == n, name
+        assert sorted(set(int(t) for t in ds.targets)) == labels, name
+        x, _ = ds[0]
+        assert x.shape == (3, 224, 224), name
+
+
+def test_a_stream_set_in_memory_is_framed_in_pixels(fake_env):
+    # Packed-Ensembles Table 2 scores registry sets: the ImageNet folders are read into memory at 224 px, [0, 1]
+    val = data_stream.stream_tensor_set("imagenet/val")
+    assert val.x.shape == (20, 3, 224, 224) and val.name == "imagenet/val"
+    assert 0.0 <= float(val.x.min()) and float(val.x.max()) <= 1.0 and float(val.x.std()) > 0.1  # noise, unscaled
+    assert sorted(set(val.y.tolist())) == [WNIDS.index(w) for w in default_wnids()]
+    sub = data_stream.stream_tensor_set("imagenet-r", 5, seed=3)
+    assert sub.x.shape == (5, 3, 224, 224) and sub.name == "imagenet-r[5@3]"
+    assert torch.equal(sub.x, data_stream.stream_tensor_set("imagenet-r", 5, seed=3).x)
+    assert (data_stream.stream_tensor_set("textures").y == -1).all()
+    with pytest.raises(ed.UnknownNameError, match="stream set"):
+        data_stream.stream_tensor_set("imagenet/nope")
+
+
+def test_corrupted_sets_cover_every_corruption_and_severity(fake_env):
+    for c in CIFAR_C_CORRUPTIONS:
+        for name in ("cifar10", "cifar100"):
+            ds = ps.cifar_c(fake_env, c, 5, name=name)
+            assert len(ds) == 20
+        assert len(ps.imagenet_c(fake_env / "imagenet-c", c, 1)) == 8
+    assert len(ps.imagenet_cbar(fake_env / "imagenet-cbar", "lines", 1.6)) == 8
+    assert len(ps.imagenet_cbar(fake_env / "imagenet-cbar", "water_drop", 7.0)) == 8
+    assert is_fake_data(fake_env) and not is_fake_data(fake_env / "imagenet")
+
+
+def test_fake_data_is_seeded(tmp_path):
+    a = write_fake_data(tmp_path / "a", cbar_levels={})
+    b = write_fake_data(tmp_path / "b", cbar_levels={})
+    c = write_fake_data(tmp_path / "c", cbar_levels={}, seed=1)
+    f = "imagenet/train/" + default_wnids()[0] + "/img0.JPEG"
+    assert (a / f).read_bytes() == (b / f).read_bytes() != (c / f).read_bytes()
+    assert np.array_equal(np.load(a / "CIFAR-10-C" / "fog.npy"), np.load(b / "CIFAR-10-C" / "fog.npy"))
+
+
+def test_bad_inputs_of_the_fake_data(tmp_path):
+    with pytest.raises(InvalidInputError, match="at least one image"):
+        write_fake_data(tmp_path, per_class=0)
+    with pytest.raises(InvalidInputError, match="Unknown ImageNet-C-bar corruption.*not_a_corruption"):
+        write_fake_data(tmp_path, cbar_levels={"not_a_corruption": [1.0]})
+    with pytest.raises(InvalidInputError, match="exactly one role 'base'"):
+        write_training_methods(tmp_path / "tm", [("a", "arch", "main", 0.5)])
+    with pytest.raises(InvalidInputError, match="exactly one role 'base'"):
+        write_training_methods(tmp_path / "tm", [])
+    with pytest.raises(InvalidInputError, match=r"accuracy must lie in \[0, 1\]"):
+        write_training_methods(tmp_path / "tm", [("a", "arch", "base", 1.5)])
+    assert set(CBAR_CORRUPTIONS) >= {"lines", "water_drop", "plasma_noise", "checkerboard_cutout"}
+
+
+def test_training_methods_folder_layout(tmp_path):
+    models = [("base", "reinit", "base", 0.75), ("ViT-G/14", "arch", "main", 0.25)]
+    root = write_training_methods(tmp_path / "tm", models, n=40, classes=1000, dim=3)
+    assert (root / "models.csv").read_text().splitlines() == ["name,category,role", "base,reinit,base",
+                                                               "ViT-G/14,arch,main"]
+    labels = np.load(root / "labels_test.npy")
+    assert labels.tolist() == list(range(40))
+    for name, acc in (("base", 0.75), ("ViT-G/14", 0.25)):  # the accuracy asked for (the rest: chance, 1 in 1000)
+        logits = np.load(root / name / "logits_val.npy")
+        assert logits.shape == (40, 1000)
+        assert abs((logits.argmax(1) == np.load(root / "labels_val.npy")).mean() - acc) <= 1 / 40
+    down = np.load(root / "labels_down-test.npy")
+    assert down.shape == (40, 20) and (down.sum(1) >= 1).all()
+    assert np.load(root / "base" / "features_down-train.npy").shape == (40, 3)
+    assert not (root / "base" / "logits_train.npy").exists()
+
+
+# ---- presets: the "dry" block changes sizes only, and only in a dry run at paper scale ---------------------------
+_SPEC = {"common": {"seed": 0, "eval_images": 0, "zoo": ["a", "b", "c"], "model": "resnet50", "lr": 0.1},
+         "smoke": {}, "cpu": {}, "paper": {"epochs": 90, "milestones": [30, 60]},
+         "dry": {"eval_images": 8, "zoo": ["c", "a"], "epochs": 2, "milestones": [1]}}
+
+
+def test_the_dry_block_applies_only_in_a_dry_run_at_paper_scale(monkeypatch):
+    monkeypatch.delenv(DRY_RUN_ENV, raising=False)
+    assert resolve_preset("demo/x", _SPEC, "paper", verbose=False)["epochs"] == 90
+    monkeypatch.setenv(DRY_RUN_ENV, "1")
+    cfg = resolve_preset("demo/x", _SPEC, "paper", verbose=False)
+    assert (cfg["epochs"], cfg["eval_images"], cfg["zoo"], cfg["milestones"]) == (2, 8, ["c", "a"], [1])
+    assert cfg["model"] == "resnet50" and cfg["lr"] == 0.1
+    assert "epochs" not in resolve_preset("demo/x", _SPEC, "cpu", verbose=False)
+    assert resolve_preset("demo/x", _SPEC, "paper", verbose=False, epochs=3)["epochs"] == 3  # a parameter wins
+
+
+@pytest.mark.parametrize("dry,match", [
+    ({"model": "resnet18"}, "changes 'model'"),  # a string is no size
+    ({"lr": 0.01}, "changes 'lr'"),  # nor is a learning rate, though smaller
+    ({"zoo": ["a", "z"]}, "changes 'zoo'"),  # a model the paper list does not hold
+    ({"nope": 1}, "no field"),
+])
+def test_a_dry_block_that_changes_more_than_sizes_is_refused(dry, match):
+    paper = {**_SPEC["common"], **_SPEC["paper"]}
+    with pytest.raises(TypeError, match=match):
+        check_dry_block("demo/x", paper, dry)
+
+
+def test_every_chapter_dry_block_changes_sizes_only(monkeypatch):
+    from ensdiv.chapters import MODULES
+
+    monkeypatch.setenv(DRY_RUN_ENV, "1")
+    for mod in MODULES:
+        for name, spec in mod.PRESETS.items():
+            if "dry" in spec:
+                resolve_preset(name, spec, "paper", verbose=False)  # check_dry_block runs here
+
+
+def test_a_dry_run_verdict_is_not_testable(monkeypatch):
+    monkeypatch.delenv(DRY_RUN_ENV, raising=False)
+    assert verdict(["pass", "pass"], scale="paper") == "holds"
+    monkeypatch.setenv(DRY_RUN_ENV, "1")
+    assert verdict(["pass", "pass"], scale="paper") == "not testable at this scale"
+
+
+def test_a_dry_run_builds_pretrained_models_with_random_weights_and_their_data_config(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "no-hub"))  # no weights anywhere
+    monkeypatch.delenv(DRY_RUN_ENV, raising=False)
+    with pytest.raises(EnsdivError, match="not on this machine"):
+        ed.create_model("deit_tiny_patch16_224.fb_in1k", num_classes=1000, in_chans=3, img_size=224, pretrained=True)
+    monkeypatch.setenv(DRY_RUN_ENV, "1")
+    m = ed.create_model("deit_tiny_patch16_224.fb_in1k", num_classes=1000, in_chans=3, img_size=224, pretrained=True)
+    assert m.ensdiv_input.size == 224 and m.ensdiv_input.mean == pytest.approx((0.485, 0.456, 0.406))
+    assert m.ensdiv_weights == "" and m(torch.rand(1, 3, 224, 224)).shape == (1, 1000)
+
+
+# ---- the command ------------------------------------------------------------------------------------------------
+def test_dry_run_refuses_another_scale(capsys):
+    assert cli.main(["run", "notebooks/foundations/eq01_ambiguity_decomposition.ipynb", "--dry-run", "--scale",
+                     "cpu"]) == 2
+    assert "--dry-run runs the paper presets" in capsys.readouterr().err
+
+
+def test_dry_environment_sets_and_restores_the_variables(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENSDIV_DATA", "/somewhere")
+    monkeypatch.delenv(DRY_RUN_ENV, raising=False)
+    import os
+
+    with dry_environment(tmp_path / "dry") as root:
+        assert os.environ["ENSDIV_DATA"] == str(root / "data") and os.environ[DRY_RUN_ENV] == "1"
+        assert os.environ["ENSDIV_CACHE"] == str(root / "cache") and is_fake_data(root / "data")
+        assert (root / "data" / "imagenet-cbar" / "lines" / "1.6").is_dir()  # the design-diversity strengths
+    assert os.environ["ENSDIV_DATA"] == "/somewhere" and DRY_RUN_ENV not in os.environ
+
+
+# ---- every notebook with a "dry" block runs its paper preset to its claim ------------------------------------------
+#: pages whose paper path a dry run shows broken, with why (an expected failure: the test fails once it runs, so
+#: the entry must then leave; the README lists them as not yet runnable at paper scale)
+DRY_NOT_YET = {
+    "foundations/corruptions": "its paper path evaluates the ImageNet zoo model on the Fashion-MNIST sets",
+}
+
+
+#: the pages `make test` dry-runs, one per kind of paper path (timm stand-ins scored on ImageNet val / V2 / C-bar,
+#: the super-network trained from the ImageNet folder, PE variants trained on CIFAR, heads on streamed features,
+#: the logits folder, a paper zoo recipe on the ImageNet folder; joint training from the folder has its own unit
+#: test); the other dry-ready pages run in `make dry-run`: together they cost about 25 minutes on two cores, more
+#: than CI's budget (the README and issue #33's note give the times)
+DRY_IN_MAKE_TEST = {
+    "design-diversity/tab01_architecture_resiliency", "design-diversity/fig08_supernet_ensembles",
+    "packed-ensembles/fig06_07_alpha_gamma", "sed/tab01_unique", "training-methods/fig01_error_inconsistency",
+    "foundations/deep_ensemble_basics",
+}
+
+
+def _dry_notebooks() -> list:
+    from ensdiv.chapters import list_dry_presets
+    from ensdiv.paths import project_root
+
+    names = set(list_dry_presets())
+    paths = sorted(p for p in (project_root() / "notebooks").rglob("*.ipynb")
+                   if f"{p.parent.name}/{p.stem}" in names and ".ipynb_checkpoints" not in p.parts)
+    out = []
+    for p in paths:
+        name = f"{p.parent.name}/{p.stem}"
+        marks = [] if name in DRY_IN_MAKE_TEST else [pytest.mark.dry_full]
+        if name in DRY_NOT_YET:
+            marks.append(pytest.mark.xfail(strict=True, reason=DRY_NOT_YET[name]))
+        out.append(pytest.param(p, id=name, marks=marks))
+    return out
+
+
+@pytest.fixture(scope="module")
+def dry_root(tmp_path_factory):
+    """One dry-run folder for the module (per test worker): the fake data is written once, and the dry cache
+    serves every page after the first that needs an entry (the design-diversity stand-ins' logits, say)."""
+    return tmp_path_factory.mktemp("dry-run")
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", _dry_notebooks())
+def test_notebook_dry_runs_its_paper_preset(path, dry_root, monkeypatch):
+    from ensdiv.book import page_run, run_notebooks
+    from ensdiv.paths import project_root
+
+    monkeypatch.setenv("ENSDIV_BUILD", str(dry_root / "build"))
+    with dry_environment(dry_root) as root:
+        (res,) = run_notebooks([path], scale="paper", out_root=root / "executed", force=True, progress=False)
+    assert res.status == "ok", res.error
+    records = page_run(res.output, path.relative_to(project_root()).as_posix()).records
+    assert records, "the page records no claim"
+    assert {r["verdict"] for r in records} == {"not testable at this scale"}
+    assert all(r["scale"] == "paper" for r in records)
+
+
+def test_the_pages_not_yet_dry_runnable_are_dry_pages():
+    from ensdiv.chapters import list_dry_presets
+
+    assert set(DRY_NOT_YET) | DRY_IN_MAKE_TEST <= set(list_dry_presets())
