@@ -233,7 +233,7 @@ DRY_NOT_YET = {
 #: val / V2 / C-bar folders, PE variants trained on the CIFAR pickles, the training-methods logits folder, a
 #: paper zoo recipe trained from the ImageNet folder (the super-network, joint ensembles and SED's heads on
 #: streamed features each have a unit test on a fake folder). The other dry-ready pages run in `make dry-run`:
-#: the forty cost about 25-30 minutes on two cores, more than CI's budget beside the smoke runs (see README)
+#: the 41 cost about 25-30 minutes on two cores, more than CI's budget beside the smoke runs (see README)
 DRY_IN_MAKE_TEST = {
     "design-diversity/tab01_architecture_resiliency", "packed-ensembles/fig06_07_alpha_gamma",
     "training-methods/fig01_error_inconsistency", "foundations/deep_ensemble_basics",
