@@ -18,10 +18,10 @@ it never mixes with a real paper run's cache or pages.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ensdiv.book.run import _environ
 from ensdiv.chapters.design_diversity import CBAR_SETS
 from ensdiv.chapters.training_methods import DRY_POPULATION
 from ensdiv.config import DRY_RUN_ENV
@@ -60,14 +60,5 @@ def dry_environment(root: Path | None = None) -> Iterator[Path]:
     :data:`~ensdiv.config.DRY_RUN_ENV` is ``1`` (papermill's kernels inherit them); yields the dry-run folder.
     The variables are restored afterwards."""
     root = Path(root or dry_root())
-    env = {"ENSDIV_DATA": str(prepare_dry_data(root)), "ENSDIV_CACHE": str(root / "cache"), DRY_RUN_ENV: "1"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with _environ(ENSDIV_DATA=str(prepare_dry_data(root)), ENSDIV_CACHE=str(root / "cache"), **{DRY_RUN_ENV: "1"}):
         yield root
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
