@@ -68,7 +68,7 @@ test: setup browser
 	$(VENV)/bin/ruff check ensdiv tests benchmarks notebooks
 	$(VENV)/bin/ruff format --check notebooks  # the book's column width (notebooks/ruff.toml)
 	rm -rf $(TEST_BOOK)
-	ENSDIV_TEST_BOOK=$(TEST_BOOK) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q -m "not dry_full" tests ensdiv
+	ENSDIV_TEST_BOOK=$(TEST_BOOK) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q --durations=25 -m "not dry_full" tests ensdiv
 	# every page of the smoke book those tests executed, rendered and opened in a browser (#32)
 	ENSDIV_TEST_BOOK=$(TEST_BOOK) $(PY) -m pytest -q tests/book_pages_check.py
 

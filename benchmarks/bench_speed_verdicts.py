@@ -1,4 +1,4 @@
-"""Do the speed verdicts hold from one run to the next? Packed-Ensembles Fig. 1 and App. H, five times each.
+"""Do the speed verdicts hold from one run to the next? Packed-Ensembles Fig. 1, Fig. 3 and App. H, five times each.
 
 Issue #31: before the timer moved to a process per model (``ed.models.throughput_rounds``), four idle runs of
 Fig. 1 gave PE/DE = 1.88, 2.31, 1.53 and 2.52, so its "at least 2x the Deep Ensemble" check passed or failed
@@ -26,6 +26,7 @@ from _common import RESULTS, write  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ("notebooks/packed-ensembles/fig01_accuracy_vs_speed.ipynb",
+         "notebooks/packed-ensembles/fig03_equivalent_forms.ipynb",
          "notebooks/packed-ensembles/appH_training_speed.ipynb")
 
 
@@ -51,7 +52,7 @@ def main() -> None:
     parser.add_argument("--scale", default="cpu")
     parser.add_argument("--quick", action="store_true", help="two runs at smoke scale")
     parser.add_argument("--pages", nargs="+", choices=[Path(p).stem for p in PAGES], default=None,
-                        help="only these pages (default: both); the results of the others are kept from the last run")
+                        help="only these pages (default: all three); the others' results are kept from the last run")
     parser.add_argument("--resume", action="store_true",
                         help="keep each page's recorded runs at this scale and run only the missing ones up to --runs")
     args = parser.parse_args()
@@ -99,10 +100,11 @@ def _page_record(rows: list[dict], runs: int) -> dict:
 
 def _write(pages: dict, scale: str, runs: int) -> None:
     write("speed_verdicts", {
-        "description": "Packed-Ensembles Fig. 1 and App. H executed several times in a row: the verdict and every "
-                       "speed check per run (each model timed in a process of its own, ed.models.throughput_rounds; "
-                       "a ratio's interval over the page's independent process sets). The runs before process sets, "
-                       "one set of 15 or 10 rounds per run, are in speed_verdicts_one_process_set.json",
+        "description": "Packed-Ensembles Fig. 1, Fig. 3 and App. H executed several times in a row: the verdict and "
+                       "every speed check per run (each model timed in a process of its own, "
+                       "ed.models.throughput_rounds; a ratio's interval over the page's independent process sets). "
+                       "The runs before process sets, one set of 15 or 10 rounds per run, are in "
+                       "speed_verdicts_one_process_set.json",
         "scale": scale, "runs": runs, "pages": pages,
         "verdict": "agree" if all(p["agree"] for p in pages.values()) else "DISAGREE",
     })

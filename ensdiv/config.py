@@ -58,7 +58,9 @@ with randomly initialised timm models, to find a broken paper path on a CPU befo
 The block may change sizes only (:func:`check_dry_block`): a number whose name says it is a size (images,
 epochs, steps, seeds, repeats, ...: :data:`DRY_SIZE_KEYS`), or a list whose elements all appear in the paper
 list (fewer models, fewer sets) or whose name says it is a size (milestones, epoch lists); a string, a flag or
-a mapping never changes.
+a mapping never changes. An element of the paper list may stand for several: an fnmatch pattern (``"arch/*"``
+holds ``"arch/vit"``) or a token a lower layer registered with :func:`register_list_token` (``"sat69"``, the 69
+models of the SAT table, holds ``"resnet50"``).
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ from ensdiv.errors import InvalidInputError, unknown_name
 
 __all__ = ["SCALES", "Config", "PresetSummary", "resolve_preset", "check_scale", "Range", "at_least", "between",
            "one_of", "DEFAULT_RANGES", "check_field", "MAX_DEPTH", "MAX_ELEMENTS", "plain_data_problem", "type_of",
-           "field_type", "DRY_RUN_ENV", "DRY_SIZE_KEYS", "dry_run", "check_dry_block"]
+           "field_type", "DRY_RUN_ENV", "DRY_SIZE_KEYS", "dry_run", "check_dry_block", "register_list_token",
+           "list_holds"]
 
 SCALES = ("smoke", "cpu", "paper")
 #: the environment variable that makes a ``paper`` run a dry run (``ensdiv run --dry-run`` sets it to ``1``)
@@ -84,14 +87,39 @@ DRY_RUN_ENV = "ENSDIV_DRY_RUN"
 #: the field names a preset's ``"dry"`` block may give a smaller number (fnmatch patterns)
 DRY_SIZE_KEYS = ("*images*", "*subset*", "*epochs*", "*steps*", "milestones", "seeds", "*repeats*", "*rounds*",
                  "*resamples*", "*batch*", "*restarts*", "k_step", "*iter*", "draws", "*per_class*", "*_size", "n_*",
-                 "*_n", "*samples*", "*process_sets*", "*candidates*", "subnets", "sizes", "pair_models", "show",
-                 "*members*", "*warmup*")
+                 "*_n", "*samples*", "subsample", "*process_sets*", "*candidates*", "subnets", "sizes", "pair_models",
+                 "show", "*members*", "*warmup*", "*triples*", "per_run")
 
 
 def dry_run() -> bool:
     """Whether this process runs a dry run (:data:`DRY_RUN_ENV` is ``1``): fake data, random weights, sizes
     from each preset's ``"dry"`` block, every verdict *not testable*."""
     return os.environ.get(DRY_RUN_ENV, "") == "1"
+
+
+#: list tokens that stand for several names (``"sat69"``): token -> a function listing them, registered by the
+#: layer that knows them (:func:`register_list_token`), read by :func:`check_dry_block`
+_LIST_TOKENS: dict[str, Callable[[], list[str]]] = {}
+
+
+def register_list_token(token: str, names: Callable[[], list[str]]) -> None:
+    """Say that a preset list element ``token`` stands for the names ``names()`` lists, so that a ``"dry"`` block
+    may pick some of them (``ensdiv.models.paper`` registers ``"sat69"``)."""
+    _LIST_TOKENS[token] = names
+
+
+def list_holds(paper_list: list, value: Any) -> bool:
+    """Whether ``value`` is an element of ``paper_list``, matches one of its fnmatch patterns, or is one of the
+    names a registered token of it stands for."""
+    for old in paper_list:
+        if value == old:
+            return True
+        if isinstance(value, str) and isinstance(old, str):
+            if any(c in old for c in "*?[") and fnmatch.fnmatchcase(value, old):
+                return True
+            if old in _LIST_TOKENS and value in _LIST_TOKENS[old]():
+                return True
+    return False
 
 
 def check_dry_block(name: str, paper: dict[str, Any], dry: dict[str, Any]) -> None:
@@ -110,7 +138,7 @@ def check_dry_block(name: str, paper: dict[str, Any], dry: dict[str, Any]) -> No
         if isinstance(value, bool) or isinstance(old, bool) or not isinstance(value, int | float | list):
             ok = value == old
         elif isinstance(value, list):
-            ok = sized or (isinstance(old, list) and all(v in old for v in value))
+            ok = sized or (isinstance(old, list) and all(list_holds(old, v) for v in value))
         else:
             ok = sized
         if not ok:

@@ -18,6 +18,7 @@ import torch.nn as nn
 from ensdiv.data.registry import TensorSet, array_fingerprint, get_dataset, registered_fingerprint
 from ensdiv.errors import EnsdivError
 from ensdiv.progress import bar
+from ensdiv.shards import fan_out, rank_and_world
 from ensdiv.store import Store, cached, config_key, default_store
 from ensdiv.train.build import model_cache_config, train_recipe
 from ensdiv.train.recipes import Recipe
@@ -185,13 +186,20 @@ def predict_many(
 ) -> torch.Tensor:
     """Stacked logits of several recipes' models.
 
+    Under ``torchrun`` the evaluations are split across the job's ranks (:func:`ensdiv.shards.fan_out`): every
+    rank first trains (or loads) every recipe, in order, since a training is a collective of all ranks; then
+    each rank evaluates its share and every rank returns all the logits, read from the cache.
+
     Returns:
         Logits shaped (M, N, C), one row per recipe, in order.
     """
-
-
+    recipes = list(recipes)
+    if rank_and_world()[1] > 1 and all(isinstance(r, Recipe) for r in recipes):
+        for r in recipes:
+            train_recipe(r, store=store)
+        return torch.stack(fan_out(recipes, lambda r: predict(r, dataset, store=store), desc="models"))
     outs = [
         predict(r, dataset, store=store)
-        for r in bar(list(recipes), desc="models", leave=False, disable=len(recipes) < 2)
+        for r in bar(recipes, desc="models", leave=False, disable=len(recipes) < 2)
     ]
     return torch.stack(outs)

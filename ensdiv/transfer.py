@@ -30,6 +30,7 @@ from ensdiv.metrics.similarity import SAT_EPS, sat_score, sat_score_one_side
 from ensdiv.models.input_spec import forward_pixels
 from ensdiv.predict import dataset_fingerprint
 from ensdiv.progress import bar
+from ensdiv.shards import fan_out
 from ensdiv.store import cached
 from ensdiv.train.build import model_cache_config, train_recipe
 from ensdiv.train.recipes import Recipe
@@ -357,7 +358,9 @@ def sat_by_source(
     images, and only the predictions (int16) are kept. Each source's row is cached (kind ``"sat-row"``,
     keyed by the source, all targets, the set and the attack) when every model has a cache identity
     (a Recipe, or a :class:`~ensdiv.models.paper.PixelModel`'s ``ensdiv_cache_id``), so a long run
-    resumes where it stopped. Arguments as :func:`sat_matrix`.
+    resumes where it stopped; the rows are then split across the ranks of a ``torchrun`` job
+    (:func:`ensdiv.shards.fan_out`: each rank attacks its share of the sources, every rank returns the whole
+    matrix). Arguments as :func:`sat_matrix`.
     """
 
 
@@ -370,19 +373,23 @@ def sat_by_source(
            for m, r in zip(models, recipes, strict=True)]  # fmt: skip
     k, n = len(loaded), sets.n
     fooled = torch.zeros(k, k, n, dtype=torch.bool)
-    for s in bar(sets.order(loaded), desc="SAT sources", disable=k < 2):
 
-        def compute(s: int = s) -> dict:
-            # the source attacked on its own framing (the row is cached)
-            x_adv = _adversarial(loaded[s], None, sets.of(loaded[s]), data_key, attack_cfg, None, batch_size)
-            preds = [_logits(t, x_adv, batch_size).argmax(-1).to(torch.int16) for t in loaded]
-            return {"preds": torch.stack(preds)}
+    def compute(s: int) -> dict:
+        # the source attacked on its own framing (the row is cached)
+        x_adv = _adversarial(loaded[s], None, sets.of(loaded[s]), data_key, attack_cfg, None, batch_size)
+        preds = [_logits(t, x_adv, batch_size).argmax(-1).to(torch.int16) for t in loaded]
+        return {"preds": torch.stack(preds)}
 
-        if all(i is not None for i in ids):
-            key = {"version": SAT_VERSION, "source": ids[s], "targets": ids, **data_key, "attack": attack_cfg}
-            preds = cached("sat-row", key, compute, store=store)["preds"]
-        else:
-            preds = compute()["preds"]
+    def row(s: int) -> torch.Tensor:
+        key = {"version": SAT_VERSION, "source": ids[s], "targets": ids, **data_key, "attack": attack_cfg}
+        return cached("sat-row", key, lambda: compute(s), store=store)["preds"]
+
+    order = sets.order(loaded)
+    if all(i is not None for i in ids):  # cached rows: split across the ranks of a torchrun job (ensdiv.shards)
+        rows = fan_out(order, row, desc="SAT sources")
+    else:
+        rows = [compute(s)["preds"] for s in bar(order, desc="SAT sources", disable=k < 2)]
+    for s, preds in zip(order, rows, strict=True):
         fooled[s] = preds.long() != sets.y
     two, one = sat_from_fooled(fooled, correct, eps=eps)
     return SatResult(names, two, one, fooled, correct)

@@ -6,6 +6,7 @@ import copy
 import math
 import warnings
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -156,3 +157,34 @@ def test_draw_cluster_ensembles_uses_exactly_k_clusters():
                 assert combos.shape[0] == 0  # no single cluster has 4 models
             elif k > 1:
                 assert combos.shape[0] == 20
+
+
+def test_sat_clusters_gives_an_isolated_model_a_cluster_of_its_own():
+    from ensdiv.chapters.attack_similarity import sat_clusters
+
+    # two blocks of mutually similar models (1-2, 3-4) and model 5 with no positive score to or from anyone:
+    # the blocks are the two clusters, by hand; model 5 is cluster 3, and a warning names it
+    s = np.full((5, 5), -1.0)
+    s[:2, :2] = s[2:4, 2:4] = 3.0
+    s[4, :] = s[:, 4] = np.nan
+    with pytest.warns(UserWarning, match=r"1 of 5 models share no positive SAT score.*\(4\)"):
+        labels = sat_clusters(s, 2, n_init=5)
+    assert labels.tolist() == [1, 1, 2, 2, 3]
+    # a score one way is enough to place a model (the graph is symmetrised)
+    s[4, 0] = 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sat_clusters(s, 2, n_init=5).tolist() in ([1, 1, 2, 2, 1], [1, 1, 2, 2, 2])
+
+
+@pytest.mark.parametrize("placed", [False, True])
+def test_sat_clusters_when_little_graph_is_left(placed):
+    # every model isolated (a dry run's random models: every score undefined): three clusters of one; or a single
+    # pair placed, which K = 2 splits in two, and the third model alone
+    from ensdiv.chapters.attack_similarity import sat_clusters
+
+    s = np.full((3, 3), np.nan)
+    if placed:
+        s[0, 1] = 1.0
+    with pytest.warns(UserWarning, match=f"{1 if placed else 3} of 3 models.*cluster of its own"):
+        assert sat_clusters(s, 2, n_init=3).tolist() == [1, 2, 3]

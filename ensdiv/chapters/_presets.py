@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ensdiv.config import Config, resolve_preset
+from ensdiv.config import Config, list_holds, resolve_preset
 from ensdiv.errors import unknown_name
 
 
@@ -21,13 +21,15 @@ def chapter_preset(
 def add_dry_blocks(presets: dict[str, dict], sizes: dict[str, Any], *, pick: dict[str, list] | None = None) -> None:
     """Give every preset of ``presets`` its ``"dry"`` block (:mod:`ensdiv.config`, "Dry runs"): the entries of
     ``sizes`` that are fields of its paper preset, and for each ``pick`` field (a list of names, such as a zoo)
-    the picked names that its paper list holds, in the paper list's order (none held: the field is left as is).
+    the picked names that its paper list holds (:func:`ensdiv.config.list_holds`: an element, a name a pattern
+    matches, a name of a token such as ``"sat69"``), in the paper list's order, picked names in their own order
+    under one pattern or token (none held: the field is left as is).
     A preset's own ``"dry"`` entries win."""
     for spec in presets.values():
         paper = {**spec.get("common", {}), **spec.get("paper", {})}
         dry = {k: v for k, v in sizes.items() if k in paper}
         for key, names in (pick or {}).items():
-            held = [n for n in paper.get(key) or [] if n in names]
+            held = list(dict.fromkeys(n for old in paper.get(key) or [] for n in names if list_holds([old], n)))
             if held:
                 dry[key] = held
         spec["dry"] = {**dry, **spec.get("dry", {})}

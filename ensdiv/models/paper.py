@@ -22,7 +22,7 @@ import timm
 import torch
 import torch.nn as nn
 
-from ensdiv.config import dry_run
+from ensdiv.config import dry_run, register_list_token
 from ensdiv.data.paper.tensors import pipeline_of
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.models.input_spec import InputSpec, forward_pixels, input_spec
@@ -149,6 +149,9 @@ def sat_model_names() -> list[str]:
         return []
     with path.open() as fh:
         return [row["Model name"] for row in csv.DictReader(fh)]
+
+
+register_list_token("sat69", sat_model_names)  # a dry run's preset may pick some of the 69 (ensdiv.config)
 
 
 def is_timm_name(name: str) -> bool:

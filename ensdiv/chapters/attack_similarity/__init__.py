@@ -23,6 +23,7 @@ Deviations at paper scale (stated, not fixed):
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ import torch
 from torch import nn
 
 import ensdiv as ed
-from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
 from ensdiv.chapters.attack_similarity import intervals, release
 from ensdiv.chapters.zoo import EVAL_SET, zoo_recipes
 
@@ -56,6 +57,7 @@ __all__ = [
     "sat_clusters",
     "draw_cluster_ensembles",
     "cluster_ensemble_scores",
+    "model_family",
     "zoo_recipes",
     "EVAL_SET",
 ]
@@ -159,10 +161,31 @@ def sat_clusters(sat: ed.SatResult | Any, n_clusters: int, *, n_init: int = 100,
 
     Spectral clustering needs non-negative affinities: a SAT score below 0 (transfer rate under 1 %)
     counts as 0, and an undefined (NaN) score as 0.
+
+    A model with no positive score to or from any other (its attacks transfer to none and none to it, or
+    every score undefined: right on none of the attacked images) is a vertex the graph cannot place
+    (:func:`release.spectral_features` needs a positive degree). It becomes a cluster of its own, numbered
+    after the clusters of the others, and a warning names it; the others form ``min(n_clusters, their
+    number)`` clusters. A dry run's randomly initialised models are all such models.
     """
     scores = sat.scores.numpy() if isinstance(sat, ed.SatResult) else np.asarray(sat, dtype=float)
+    names = list(sat.names) if isinstance(sat, ed.SatResult) else [str(i) for i in range(len(scores))]
     affinity = np.nan_to_num(scores, nan=0.0).clip(min=0)
-    return release.spectral_clusters(affinity, n_clusters=n_clusters, n_init=n_init, seed=seed)
+    graph = affinity + affinity.T
+    np.fill_diagonal(graph, 0.0)
+    placed = graph.sum(axis=1) > 0
+    labels = np.zeros(len(affinity), dtype=int)
+    k = min(n_clusters, int(placed.sum()))
+    if placed.sum() > 1:
+        labels[placed] = release.spectral_clusters(affinity[np.ix_(placed, placed)], n_clusters=k, n_init=n_init,
+                                                   seed=seed)
+    labels[placed & (labels == 0)] = 1  # one placed model: one cluster
+    labels[~placed] = k + 1 + np.arange(int((~placed).sum()))
+    if not placed.all():
+        warnings.warn(f"{int((~placed).sum())} of {len(labels)} models share no positive SAT score with any "
+                      f"other ({', '.join(n for n, p in zip(names, placed, strict=True) if not p)}): each is a "
+                      "cluster of its own.", stacklevel=2)
+    return labels
 
 
 def chapter_variants(cfg: Any, base_key: str) -> tuple[list, list[str]]:
@@ -179,6 +202,23 @@ def chapter_variants(cfg: Any, base_key: str) -> tuple[list, list[str]]:
             members.append(base.replace(name=f"{base.name}:{group}{i + 1}", **ov))
             groups.append(group)
     return members, groups
+
+
+def model_family(recipe: ed.Recipe) -> str:
+    """The family of a zoo recipe's architecture (:func:`ensdiv.model_info`): a paper-scale zoo recipe builds a
+    timm model (``resnet18``), which takes the family of the zoo architecture it stands for
+    (:data:`ensdiv.models.paper.PAPER_MODELS`: ``small_cnn`` → ``resnet18``).
+
+    Raises:
+        UnknownNameError: the architecture is neither registered nor a paper zoo model.
+    """
+    name = recipe.model.name
+    if name in ed.list_models():
+        return ed.model_info(name).family
+    stands_for = {timm_name: zoo_name for zoo_name, timm_name in ed.models.paper.PAPER_MODELS.items()}
+    if name not in stands_for:
+        raise ed.errors.unknown_name("zoo architecture", name, [*ed.list_models(), *stands_for])
+    return ed.model_info(stands_for[name]).family
 
 
 def cluster_ensemble_scores(logits: torch.Tensor, labels: torch.Tensor, combos: torch.Tensor) -> dict[str, float]:
@@ -361,6 +401,19 @@ PRESETS.update({
                                              cpu={"n_clusters": 4},
                                              paper={"n_clusters": 10, "new_model": "gluon_resnext50_32x4d"}),
 })
+
+
+#: what a dry run of the paper presets (:mod:`ensdiv.book.dry`) changes: sizes, and its models. Of the SAT table
+#: (``"sat69"``), four with three input pipelines (224 px at two crop fractions, 256 px), ResNeXt-50 among them,
+#: the twin of App. G's new model; of App. G's eight (Fig. G.1), three; of the zoo (Fig. 5's teachers,
+#: ``"arch/*"``), the smallest CNNs and Transformers
+DRY_SIZES = {"subsample": 8, "steps": 2, "second_steps": 2, "n_estimators": 10, "n_repeats": 2, "n_init": 3,
+             "n_seeds": 2, "n_resamples": 200, "n_draws": 5, "n_clusters": 2, "max_members": 3}
+DRY_ZOO = ["resnext50_32x4d", "vit_small_patch16_224", "botnet26t_256", "rexnet_150", "arch/small_cnn", "arch/mnasnet",
+           "arch/mobilenetv3", "arch/deit", "arch/swin", "arch/mlp"]
+PRESETS["attack-similarity/figG1_attack_choice"]["dry"] = {
+    "zoo": ["vit_small_patch16_224", "rexnet_150", "swin_tiny_patch4_window7_224"]}
+add_dry_blocks(PRESETS, DRY_SIZES, pick={"zoo": DRY_ZOO})
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):

@@ -6,14 +6,19 @@ measure on *one* population of ensembles and asks which measure predicts which o
 **Population** (:func:`population`). Built only from models other chapters train and cache (on a cache
 miss they are trained, as every chapter does; nothing new is trained here). Four sources, each a *pool*
 of members evaluated on the same four sets (:data:`ROLES`, a seeded subset of ``eval_subset`` images of
-each registered set, drawn with ``TensorSet.subset(n, seed=0)``):
+each registered set, drawn with ``TensorSet.subset(n, seed=0)``; at paper scale the ImageNet folders read into
+memory at 224 px, :func:`ensdiv.data.paper.stream.stream_tensor_set`, and each pretrained model resizes them to
+its own input size):
 
 * ``zoo`` — training-methods' categories: the base ``arch/resnet`` paired with every other zoo model of the
   categories ``reinit``, ``hparam``, ``arch``, ``framework``, ``dataset`` (all pairs), plus ``zoo_triples``
   triples (base + two others, drawn with ``seed``);
-* ``dd`` — design-diversity's heterogeneous zoo (the models of its Fig. 5-6 preset): ``dd_triples`` triples
-  drawn with ``seed`` (all of them when fewer exist);
-* ``packed`` — Packed-Ensembles' methods (their Table-1 recipes, every seed): members are a run's estimators;
+* ``dd`` — design-diversity's heterogeneous zoo (the models of its Fig. 5-6 preset: zoo recipes below paper
+  scale, its pretrained timm models at paper scale): ``dd_triples`` triples drawn with ``seed`` (all of them
+  when fewer exist);
+* ``packed`` — Packed-Ensembles' methods (the recipes of the preset ``packed_preset``, every seed: Table 1's
+  below paper scale, Table 2's ImageNet ResNet-50 at paper scale, where every pool is scored on ImageNet
+  sets and Table 1's CIFAR models could not be): members are a run's estimators;
 * ``sed`` — the SED chapter's heads (every method listed, diversified and not): members are a run's heads.
 
 For ``packed`` and ``sed`` an ensemble never mixes runs: ``per_run`` sub-ensembles of each size in
@@ -23,7 +28,7 @@ For ``packed`` and ``sed`` an ensemble never mixes runs: ``per_run`` sub-ensembl
 whole pool, once per pool, then averaged over each ensemble's pairs with one gather; the per-sample ones
 (#unique, equitability, PDS, MI) per ensemble. Attribution diversity comes from design-diversity's cached
 saliency maps, so only ``dd`` ensembles have it; linear CKA of penultimate features and SAT similarity
-(attack-similarity Eq. 1) only where every member is its own recipe (``zoo``, ``dd``). SAT is measured as the
+(attack-similarity Eq. 1) only where every member is its own model (``zoo``, ``dd``). SAT is measured as the
 attack-similarity chapter measures it (:func:`ensdiv.chapters.attack_similarity.chapter_sat` with its Fig. 2
 preset: PGD on a seeded subsample of its evaluation set), so the adversarial images of the models that chapter
 attacks come from its cache; each other model is attacked once, and the cost is the PGD run per model plus
@@ -62,7 +67,7 @@ from ensdiv.chapters import attack_similarity as asim
 from ensdiv.chapters import design_diversity as dd
 from ensdiv.chapters import packed_ensembles as pe
 from ensdiv.chapters import sed, zoo
-from ensdiv.chapters._presets import chapter_preset
+from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
 from ensdiv.chapters.synthesis.stats import (
     correlation_table,
     measure_matrix,
@@ -74,6 +79,7 @@ from ensdiv.chapters.synthesis.stats import (
     spearman_many,
     strata,
 )
+from ensdiv.data.paper.stream import is_stream_set, stream_tensor_set
 from ensdiv.errors import InvalidInputError, unknown_name
 from ensdiv.store import config_key
 from ensdiv.train import model_cache_config
@@ -115,18 +121,20 @@ CONTROL = "mean_member_acc"
 _SETS = {"clean": "fmnist/test", "corruption": "fmnist-c/gaussian_noise/3", "rendition": "fmnist-r",
          "ood": "letters"}
 _COMMON = {"seed": 0, "sets": _SETS, "sources": list(SOURCES), "sizes": [2, 3], "base": "arch/resnet",
-           "categories": ["reinit", "hparam", "arch", "framework", "dataset"], "ci": 0.95}
+           "categories": ["reinit", "hparam", "arch", "framework", "dataset"], "ci": 0.95,
+           "packed_preset": "tab01_efficient_ensembles"}
 _SCALES = {
     "smoke": {"eval_subset": 300, "zoo_triples": 6, "dd_triples": 4, "per_run": 1, "n_boot": 50, "cka_images": 64,
               "packed_methods": ["packed", "deep_ensemble"], "sed_methods": ["deep_ensemble", "sed_det"]},
     "cpu": {"eval_subset": 2000, "zoo_triples": 40, "dd_triples": 40, "per_run": 2, "n_boot": 1000,
             "cka_images": 500, "packed_methods": ["packed", "batchensemble", "mimo", "masksembles", "deep_ensemble"],
             "sed_methods": list(sed.METHODS)},
-    # paper scale: the other chapters' paper paths are not runnable yet (ImageNet training); the presets
-    # name what it would use
+    # paper scale: every pool on ImageNet sets; Packed-Ensembles' ImageNet models are Table 2's (PE-(3, 4, 1)
+    # ResNet-50 and the baselines on its recipe)
     "paper": {"eval_subset": 5000, "zoo_triples": 100, "dd_triples": 100, "per_run": 2, "n_boot": 2000,
               "cka_images": 1000, "packed_methods": ["packed", "batchensemble", "mimo", "masksembles",
                                                      "deep_ensemble"], "sed_methods": list(sed.METHODS),
+              "packed_preset": "tab02_imagenet_ood_shift",
               "sets": {"clean": "imagenet/val", "corruption": "imagenet-c/gaussian_noise/3",
                        "rendition": "imagenet-r", "ood": "inaturalist"}},
 }
@@ -141,6 +149,12 @@ def _scaled() -> dict:
 
 PRESETS = {f"{SLUG}/{stem}": _scaled() for stem in
            ("measures_vs_outcomes", "measure_redundancy", "one_ensemble_every_measure")}
+# a dry run of the paper presets (ensdiv run --dry-run): a few images, ensembles and members of every source (each
+# other chapter's dry sizes apply to the models it trains)
+add_dry_blocks(PRESETS, {"eval_subset": 8, "zoo_triples": 2, "dd_triples": 2, "per_run": 1, "n_boot": 50,
+                         "cka_images": 8, "sizes": [2]},
+               pick={"categories": ["reinit"], "packed_methods": ["packed", "deep_ensemble"],
+                     "sed_methods": ["deep_ensemble", "sed_det"]})
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):
@@ -186,12 +200,22 @@ class Population:
 
 
 def eval_sets(cfg: dict) -> dict[str, ed.TensorSet]:
-    """The evaluation set of every role: ``eval_subset`` images of the registered set, drawn with seed 0."""
-    return {role: ed.get_dataset(cfg["sets"][role]).subset(cfg["eval_subset"], seed=0) for role in ROLES}
+    """The evaluation set of every role: ``eval_subset`` images of the registered set, drawn with seed 0 (a
+    paper-scale ImageNet folder: read into memory, :func:`ensdiv.data.paper.stream.stream_tensor_set`)."""
+    def one(name: str) -> ed.TensorSet:
+        if is_stream_set(name):
+            return stream_tensor_set(name, cfg["eval_subset"], seed=0)
+        return ed.get_dataset(name).subset(cfg["eval_subset"], seed=0)
+
+    return {role: one(cfg["sets"][role]) for role in ROLES}
 
 
-def _member(source: str, key: str, recipe: ed.Recipe, index: int = 0, run: str = "") -> Member:
-    return Member(source, key, recipe.label, config_key(model_cache_config(recipe))[:16], index, run)
+def _member(source: str, key: str, recipe: Any, index: int = 0, run: str = "") -> Member:
+    """A member from a recipe, or from a pretrained module (design-diversity's paper-scale models: its name,
+    and the cache id that decides its weights)."""
+    if isinstance(recipe, ed.Recipe):
+        return Member(source, key, recipe.label, config_key(model_cache_config(recipe))[:16], index, run)
+    return Member(source, key, dd.model_name(recipe), config_key(dd.member_cache_config(recipe))[:16], index, run)
 
 
 def _zoo_pool(cfg: dict, sets: dict) -> Pool:
@@ -209,15 +233,13 @@ def _dd_cfg(cfg: dict) -> dict:
 
 
 def _dd_pool(cfg: dict, sets: dict) -> Pool:
-    recipes = dd.chapter_models(_dd_cfg(cfg))
-    if cfg["scale"] == "paper":
-        raise InvalidInputError("The dd source needs zoo recipes; at paper scale design-diversity uses timm models.")
-    logits = {role: ed.predict_many(recipes, data) for role, data in sets.items()}
-    return Pool("dd", [_member("dd", r.name, r) for r in recipes], logits, recipes)
+    models = dd.chapter_models(_dd_cfg(cfg))  # zoo recipes; at paper scale pretrained timm models
+    logits = {role: torch.stack([ed.predict(m, data) for m in models]) for role, data in sets.items()}
+    return Pool("dd", [_member("dd", dd.model_name(m), m) for m in models], logits, models)
 
 
 def _packed_pool(cfg: dict, sets: dict) -> Pool:
-    pcfg = pe.preset("tab01_efficient_ensembles", cfg["scale"], verbose=False)
+    pcfg = pe.preset(cfg["packed_preset"], cfg["scale"], verbose=False)
     members, parts = [], {role: [] for role in ROLES}
     for method in cfg["packed_methods"]:
         for seed in pcfg["seeds"]:

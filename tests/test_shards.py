@@ -1,0 +1,144 @@
+"""Work that fans out over models, split across the ranks of a ``torchrun`` job (issue #33 item 6).
+
+Two CPU processes are given the environment ``torchrun --nproc_per_node=2`` sets (as ``tests/test_ddp.py`` does
+for training). The SAT matrix of three small models: each rank attacks only its share of the source models, the
+cache merges them, and both ranks end with the matrix one process computes alone. The logits of three trained
+recipes (``ed.predict_many``): each rank evaluates its share, and both return every model's logits.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from test_ddp import _free_port, _join
+
+from ensdiv.shards import fan_out, rank_and_world, share
+
+
+def test_share_gives_every_item_to_exactly_one_rank():
+    items = list(range(11))
+    for world in (1, 2, 3, 5):
+        parts = [share(items, r, world) for r in range(world)]
+        assert sorted(x for p in parts for x in p) == items
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1  # round robin: shares differ by one at most
+    assert share(items, 1, 3) == [1, 4, 7, 10]
+
+
+def test_one_process_is_the_plain_loop(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    assert rank_and_world() == (0, 1)
+    calls = []
+    assert fan_out("abc", lambda x: calls.append(x) or x.upper()) == ["A", "B", "C"]
+    assert calls == ["a", "b", "c"]  # once each, in order: nothing is computed twice without a job
+
+
+def _models() -> list[torch.nn.Module]:
+    out = []
+    for k in range(3):
+        torch.manual_seed(k)
+        m = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 3))
+        m.ensdiv_cache_id = {"module": "tiny-linear", "seed": k}  # what keys its cached SAT row
+        m.tag = f"m{k}"
+        out.append(m.eval())
+    return out
+
+
+def _data():
+    from ensdiv.data import TensorSet
+
+    g = torch.Generator().manual_seed(0)
+    return TensorSet(torch.rand(24, 3, 8, 8, generator=g), torch.arange(24) % 3, "toy", ["a", "b", "c"])
+
+
+def _sat(store_dir: str) -> tuple[dict, list[str]]:
+    import ensdiv.transfer as tr
+    from ensdiv.store import Store
+
+    attacked: list[str] = []
+    real = tr._adversarial
+
+    def counting(model, *args, **kw):
+        attacked.append(model.tag)
+        return real(model, *args, **kw)
+
+    tr._adversarial = counting
+    try:
+        res = tr.sat_by_source(_models(), _data(), subsample=None, attack_kwargs={"eps": 0.3, "steps": 2},
+                               names=["m0", "m1", "m2"], store=Store(store_dir))
+    finally:
+        tr._adversarial = real
+    return {"scores": res.scores, "one_side": res.one_side, "fooled": res.fooled}, attacked
+
+
+def _rank(rank: int, world: int, port: int, job: str, out_dir: str, store_dir: str) -> None:
+    """One rank of a two-process job: ``job`` (``"sat"`` or ``"predict"``) with the shared cache ``store_dir``;
+    what it returned and what it computed itself, saved as ``<job><rank>.pt``."""
+    _join(rank, world, port)
+    result, done = (_sat if job == "sat" else _predict)(store_dir)
+    torch.save({"result": result, "done": done}, os.path.join(out_dir, f"{job}{rank}.pt"))
+
+
+def _two_ranks(job: str, out_dir, store_dir) -> list[dict]:
+    mp.start_processes(_rank, args=(2, _free_port(), job, str(out_dir), str(store_dir)), nprocs=2, join=True,
+                       start_method="spawn")
+    return [torch.load(out_dir / f"{job}{r}.pt") for r in range(2)]
+
+
+@pytest.mark.slow
+def test_two_ranks_split_the_sat_sources_and_agree_with_one_process(tmp_path, monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    alone, attacked_alone = _sat(str(tmp_path / "alone"))
+    assert attacked_alone == ["m0", "m1", "m2"]
+    ranks = _two_ranks("sat", tmp_path, tmp_path / "shared")
+    # each source attacked by exactly one rank, in the round robin's shares
+    assert ranks[0]["done"] == ["m0", "m2"] and ranks[1]["done"] == ["m1"]
+    for r in ranks:  # and every rank holds the whole matrix, the one a single process computes
+        assert torch.equal(r["result"]["fooled"], alone["fooled"])
+        for key in ("scores", "one_side"):
+            torch.testing.assert_close(r["result"][key], alone[key], equal_nan=True)
+
+
+def _recipes():
+    from ensdiv.train.recipes import Recipe
+
+    return [Recipe.make(model="test_cnn", epochs=1, batch_size=64, train_subset=128, seed=s) for s in range(3)]
+
+
+def _predict(store_dir: str) -> tuple[torch.Tensor, int]:
+    import importlib
+
+    from ensdiv.data import get_dataset
+    from ensdiv.store import Store
+
+    pr = importlib.import_module("ensdiv.predict")  # the module (ensdiv.predict is also the function's name)
+    calls = []
+    real = pr.run_model
+    pr.run_model = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        logits = pr.predict_many(_recipes(), get_dataset("fmnist/test").subset(64, seed=0), store=Store(store_dir))
+    finally:
+        pr.run_model = real
+    return logits, len(calls)
+
+
+@pytest.mark.slow
+def test_two_ranks_split_the_predictions_of_trained_recipes(tmp_path, monkeypatch):
+    from ensdiv.store import Store
+    from ensdiv.train import train_recipe
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    store = Store(tmp_path / "cache")
+    for r in _recipes():  # trained before the job (a training under torchrun is every rank's collective)
+        train_recipe(r, store=store)
+    ranks = _two_ranks("predict", tmp_path, tmp_path / "cache")
+    assert [r["done"] for r in ranks] == [2, 1]  # rank 0 evaluates recipes 0 and 2, rank 1 recipe 1
+    alone, calls = _predict(str(tmp_path / "cache"))
+    assert calls == 0  # the ranks cached every prediction
+    for r in ranks:
+        assert torch.equal(r["result"], alone) and alone.shape == (3, 64, 10)
