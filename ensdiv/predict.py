@@ -182,9 +182,9 @@ def predict(
 
 
 def predict_many(
-    recipes: Sequence[Recipe], dataset: str | TensorSet, *, store: Store | None = None
+    recipes: Sequence[Recipe | nn.Module], dataset: str | TensorSet, *, store: Store | None = None
 ) -> torch.Tensor:
-    """Stacked logits of several recipes' models.
+    """Stacked logits of several recipes' models (or modules, each as ``predict`` takes it).
 
     Under ``torchrun`` the evaluations are split across the job's ranks (:func:`ensdiv.shards.fan_out`): every
     rank first trains (or loads) every recipe, in order, since a training is a collective of all ranks; then

@@ -234,7 +234,7 @@ def _dd_cfg(cfg: dict) -> dict:
 
 def _dd_pool(cfg: dict, sets: dict) -> Pool:
     models = dd.chapter_models(_dd_cfg(cfg))  # zoo recipes; at paper scale pretrained timm models
-    logits = {role: torch.stack([ed.predict(m, data) for m in models]) for role, data in sets.items()}
+    logits = {role: ed.predict_many(models, data) for role, data in sets.items()}
     return Pool("dd", [_member("dd", dd.model_name(m), m) for m in models], logits, models)
 
 
