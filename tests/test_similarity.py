@@ -188,3 +188,14 @@ def test_sat_clusters_when_little_graph_is_left(placed):
         s[0, 1] = 1.0
     with pytest.warns(UserWarning, match=f"{1 if placed else 3} of 3 models.*cluster of its own"):
         assert sat_clusters(s, 2, n_init=3).tolist() == [1, 2, 3]
+
+
+def test_model_family_of_a_paper_zoo_recipe_and_an_unknown_architecture():
+    from ensdiv.chapters.attack_similarity import model_family
+    from ensdiv.chapters.zoo import zoo_recipes
+    from ensdiv.errors import UnknownNameError
+
+    paper, cpu = zoo_recipes("paper", ["arch/deit", "arch/resnet"]), zoo_recipes("cpu", ["arch/deit", "arch/resnet"])
+    assert [model_family(r) for r in paper.values()] == [model_family(r) for r in cpu.values()] == ["ViT", "ResNet"]
+    with pytest.raises(UnknownNameError, match="Unknown zoo architecture 'resnet34'"):
+        model_family(cpu["arch/resnet"].replace(model="resnet34"))
