@@ -7,17 +7,20 @@ go to the shared cache, so the run at the budget Table 1 uses is Table 1's own m
 
 Run ``python benchmarks/bench_packed_budget.py --epochs 1 2 4 8``; writes
 ``benchmarks/results/packed_budget.json``: the record of the curve that chose ``TABLE1_EPOCHS`` (with the
-machine and load). Table 1's page computes the same curve itself from the cache (``budget_epochs``).
+machine and load), and the same record to ``book/data/packed_budget.json`` (``ch.RECORD``), where Table 1's page
+reads the budgets it does not train itself (it trains only Table 1's own, ``budget_epochs``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import time
 
 from _common import write
 
+import ensdiv as ed
 from ensdiv.chapters import packed_ensembles as ch
 
 
@@ -31,13 +34,11 @@ def main() -> None:
     t0 = time.perf_counter()
     curve = ch.budget_curve(cfg, epochs=args.epochs)
     choice = ch.plateau_budget(curve, tolerance=args.tolerance)
-    keys = ("arch", "widths", "dataset", "train_subset", "batch_size", "lr", "weight_decay", "augment", "schedule",
-            "num_estimators", "alpha", "gamma", "seeds")
-    write("packed_budget", {
+    path = write("packed_budget", {
         "description": "Validation accuracy (%) of Table 1's single model and PE-(2,4,2) at each budget "
                        "(separate runs, cosine over each budget), the cpu preset's recipe; the chosen budget is "
                        "the cheapest at which both are within the tolerance of their best measured accuracy.",
-        "recipe": {k: cfg[k] for k in keys},
+        "recipe": {k: cfg[k] for k in ch.CURVE_RECIPE_KEYS},
         "validation_set": ch.VALIDATION_SET,
         "tolerance_points": args.tolerance,
         "curve": curve.to_dict(orient="records"),
@@ -45,6 +46,7 @@ def main() -> None:
         "wall_s": round(time.perf_counter() - t0, 1),
         "load_avg_1min_at_start": load,
     })
+    shutil.copyfile(path, ed.paths.project_root() / ch.RECORD)
 
 
 if __name__ == "__main__":

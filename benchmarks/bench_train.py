@@ -82,17 +82,22 @@ PACKED_MODELS = {
 }
 
 
-def packed_channels_last(data: TensorSet, repeats: int) -> dict:
-    """Raw training step of the Packed-Ensembles chapter's models at its batch (128) and threads (torch's
-    default, two here), default memory format vs channels_last."""
-    torch.set_num_threads(2)
+def packed_channels_last(data: TensorSet, repeats: int, *, batch: int = 64, threads: tuple[int, ...] = (2, 1)
+                         ) -> dict:
+    """Raw training step of the Packed-Ensembles chapter's models at Table 1's batch (64), default memory format
+    vs channels_last, with each number of torch threads in ``threads`` (two: one process on both cores, as the
+    page trains today; one: as each of two worker processes would)."""
     rows = {}
-    for name, kw in PACKED_MODELS.items():
-        kw = {"widths": [16, 32, 64], **kw}
-        base = _median(lambda n=name, k=kw: raw_step(n, data, batch=128, **k), repeats)
-        cl = _median(lambda n=name, k=kw: raw_step(n, data, batch=128, channels_last=True, **k), repeats)
-        rows[name] = {"raw_step_img_s": base, "channels_last_img_s": cl, "channels_last_ratio": cl / base}
-        print(f"{name:20s} {base:6.0f} img/s, channels_last {cl:6.0f} img/s ({cl / base:.2f}x)", flush=True)
+    for n_threads in threads:
+        torch.set_num_threads(n_threads)
+        for name, kw in PACKED_MODELS.items():
+            kw = {"widths": [16, 32, 64], **kw}
+            base = _median(lambda n=name, k=kw: raw_step(n, data, batch=batch, **k), repeats)
+            cl = _median(lambda n=name, k=kw: raw_step(n, data, batch=batch, channels_last=True, **k), repeats)
+            rows[f"{name}@{n_threads}t"] = {"threads": n_threads, "raw_step_img_s": base, "channels_last_img_s": cl,
+                                            "channels_last_ratio": cl / base}
+            print(f"{name:20s} {n_threads} thread(s) {base:6.0f} img/s, channels_last {cl:6.0f} img/s "
+                  f"({cl / base:.2f}x)", flush=True)
     return rows
 
 
@@ -139,7 +144,7 @@ def main() -> None:
         out = Path(__file__).resolve().parent / "results" / "train.json"
         payload = json.loads(out.read_text()) if out.exists() else {}
         payload["packed_chapter_channels_last"] = {
-            "note": "raw training step, batch 128, two threads, median of the repeats; "
+            "note": "raw training step, batch 64 (Table 1's), two threads and one, median of the repeats; "
                     f"load average at start {os.getloadavg()[0]:.2f}",
             "models": packed_channels_last(_data(args.images), args.repeats)}
         out.write_text(json.dumps(payload, indent=2))

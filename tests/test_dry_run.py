@@ -31,7 +31,8 @@ WNIDS = _timm_list("imagenet_synsets.txt")
 
 @pytest.fixture(scope="module")
 def fake_root(tmp_path_factory):
-    return write_fake_data(tmp_path_factory.mktemp("fake") / "data", cbar_levels={"lines": [1.6], "water_drop": [7.0]})
+    return write_fake_data(tmp_path_factory.mktemp("fake") / "data",
+                           cbar_levels={c: [t] for c, t in ed.data.PAPER_CBAR.items()})
 
 
 @pytest.fixture
@@ -71,7 +72,8 @@ def test_registry_sets_load_from_the_fake_folder(fake_env):
 def test_stream_sets_open_from_the_fake_folder(fake_env):
     index = [WNIDS.index(w) for w in default_wnids()]
     for name, n, labels in [("imagenet/train", 16, index), ("imagenet/val", 20, index), ("imagenet-v2", 8, index),
-                            ("imagenet-c/fog/3", 8, index), ("imagenet-r", 8, index), ("imagenet-a", 8, index),
+                            ("imagenet-c/fog/3", 20, index), ("imagenet-cbar/lines/1.6", 20, index),
+                            ("imagenet-r", 8, index), ("imagenet-a", 8, index),
                             ("imagenet-o", 8, [-1]), ("inaturalist", 8, [-1]), ("openimages-o", 8, [-1]),
                             ("textures", 4, [-1])]:
         ds = data_stream.open_stream_set(name)
@@ -95,14 +97,57 @@ def test_a_stream_set_in_memory_is_framed_in_pixels(fake_env):
         data_stream.stream_tensor_set("imagenet/nope")
 
 
+def test_stream_rows_and_file_keys_pair_a_corrupted_set_with_val(fake_env):
+    keys = data_stream.stream_file_keys("imagenet/val")
+    assert keys[0] == f"{default_wnids()[0]}/img0" and len(keys) == 20
+    assert data_stream.stream_file_keys("imagenet-cbar/lines/1.6") == keys  # the published sets keep val's names
+    rows = data_stream.stream_tensor_set("imagenet-c/fog/1", rows=[3, 0])
+    ds = data_stream.open_stream_set("imagenet-c/fog/1", data_config=data_stream.PIXEL_CONFIG)
+    assert torch.equal(rows.x[0], ds[3][0]) and torch.equal(rows.x[1], ds[0][0])  # exactly those rows, in order
+    assert rows.y.tolist() == [int(ds.targets[3]), int(ds.targets[0])]
+    assert rows.name.startswith("imagenet-c/fog/1[rows-")
+    with pytest.raises(InvalidInputError, match=r"must lie in \[0, 20\)"):
+        data_stream.stream_tensor_set("imagenet-c/fog/1", rows=[20])
+    for bad in ("imagenet-cbar", "imagenet-cbar/lines", "imagenet-cbar/lines/strong", "imagenet-c"):
+        with pytest.raises(ed.UnknownNameError, match="stream set"):
+            data_stream.open_stream_set(bad)
+
+
+def test_corruptions_page_scores_paired_and_independent_sets_at_paper_scale(fake_env):
+    """The foundations corruptions page at paper scale: ImageNet-C / -C̄ are scored on exactly the val images the
+    clean set draws (same files), so they share its bootstrap sample; ImageNetV2 and -R are other images, each a
+    sample of its own; -R is scored over its 200 classes. Checked against the model's logits computed by hand."""
+    from ensdiv.chapters import foundations as fd
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(2), torch.nn.Flatten(), torch.nn.Linear(12, 1000)).eval()
+    correct, sample = fd.shift_correct(model, {"scale": "paper", "eval_subset": 6, "build_sets": False})
+    assert set(correct) == set(fd.shift_roles()) and len(correct) == 3 + 4 + 30
+    assert {r for r, s in sample.items() if s == "clean"} == set(fd.shift_roles()) - {"v2", "r"}
+    assert sample["v2"] == "v2" and sample["r"] == "r"
+    assert all(len(correct[r]) == 6 for r in correct if sample[r] == "clean") and len(correct["v2"]) == 6
+    rows = ed.data.registry.subset_indices(20, 6, seed=0).tolist()
+    with torch.no_grad():
+        fog = data_stream.stream_tensor_set("imagenet-c/fog/5", rows=rows)
+        assert np.array_equal(correct["c/fog/5"], (model(fog.x).argmax(-1) == fog.y).double().numpy())
+        r = data_stream.stream_tensor_set("imagenet-r", 6, seed=0)
+        mask = data_stream.stream_files("imagenet-r").class_mask
+        by_hand = mask[model(r.x)[:, mask].argmax(-1)] == r.y  # the argmax over R's 200 classes only
+    assert np.array_equal(correct["r"], by_hand.double().numpy())
+    assert fd.shift_set_name("cbar/lines/1.6", "paper") == "imagenet-cbar/lines/1.6"
+    assert fd.shift_set_name("cbar/lines/1.6", "cpu") == "fmnist-cbar/lines/1.6"
+    with pytest.raises(ed.UnknownNameError, match="corruptions page role"):
+        fd.shift_set_name("c/fog/3", "paper")  # severities 1 and 5 only
+
+
 def test_corrupted_sets_cover_every_corruption_and_severity(fake_env):
     for c in CIFAR_C_CORRUPTIONS:
         for name in ("cifar10", "cifar100"):
             ds = ps.cifar_c(fake_env, c, 5, name=name)
             assert len(ds) == 20
-        assert len(ps.imagenet_c(fake_env / "imagenet-c", c, 1)) == 8
-    assert len(ps.imagenet_cbar(fake_env / "imagenet-cbar", "lines", 1.6)) == 8
-    assert len(ps.imagenet_cbar(fake_env / "imagenet-cbar", "water_drop", 7.0)) == 8
+        assert len(ps.imagenet_c(fake_env / "imagenet-c", c, 1)) == 20  # every val image, under its own name
+    assert len(ps.imagenet_cbar(fake_env / "imagenet-cbar", "lines", 1.6)) == 20
+    assert len(ps.imagenet_cbar(fake_env / "imagenet-cbar", "water_drop", 7.0)) == 20
     assert is_fake_data(fake_env) and not is_fake_data(fake_env / "imagenet")
 
 
@@ -251,9 +296,7 @@ def test_dry_environment_sets_and_restores_the_variables(tmp_path, monkeypatch):
 # ---- every notebook with a "dry" block runs its paper preset to its claim ------------------------------------------
 #: pages whose paper path a dry run shows broken, with why (an expected failure: the test fails once it runs, so
 #: the entry must then leave; the README lists them as not yet runnable at paper scale)
-DRY_NOT_YET = {
-    "foundations/corruptions": "its paper path evaluates the ImageNet zoo model on the Fashion-MNIST sets",
-}
+DRY_NOT_YET: dict[str, str] = {}  # page -> why its dry run still fails (a strict expected failure); none today
 
 
 #: the pages `make test` dry-runs, one per kind of paper data path that no unit test runs through a page: timm

@@ -68,3 +68,55 @@ def test_budget_curve_trains_each_budget_as_its_own_run_and_scores_validation(tm
         logits = ch.method_logits([r], val)
         naive = 100 * float((logits[0].argmax(-1) == val.y).float().mean())
         assert acc == pytest.approx(naive)
+
+
+def _record(tmp_path, cfg, **recipe_changes):
+    import json
+
+    recipe = {k: cfg[k] for k in ch.CURVE_RECIPE_KEYS} | recipe_changes
+    rows = [{"method": m, "epochs": e, "images_seen": e * 30000, "val_acc": acc}
+            for m, e, acc in [("single", 1, 84.7), ("packed", 1, 82.5), ("single", 8, 92.2), ("packed", 8, 91.1)]]
+    path = tmp_path / "packed_budget.json"
+    path.write_text(json.dumps({"machine": {"when": "2026-11-26 04:32"}, "recipe": recipe, "curve": rows}))
+    return path
+
+
+def test_the_record_completes_this_runs_curve_and_is_compared_where_both_measured(tmp_path):
+    cfg = ch.preset("tab01_efficient_ensembles", "cpu", verbose=False)
+    assert cfg["budget_epochs"] == [ch.TABLE1_EPOCHS] and cfg["budget_record"] == ch.RECORD
+    recorded, note = ch.recorded_curve(cfg, _record(tmp_path, cfg))
+    assert len(recorded) == 4 and "2026-11-26 04:32" in note
+    measured = pd.DataFrame([{"method": "single", "epochs": 8, "images_seen": 240000, "val_acc": 92.0},
+                             {"method": "packed", "epochs": 8, "images_seen": 240000, "val_acc": 91.5}])
+    curve = ch.with_record(measured, recorded)
+    assert curve[["method", "epochs", "source"]].values.tolist() == [
+        ["packed", 1, "recorded"], ["single", 1, "recorded"], ["packed", 8, "this run"], ["single", 8, "this run"]]
+    ours = curve[curve.source == "this run"].set_index("method")
+    assert ours.loc["packed", "val_acc"] == 91.5 and ours.loc["packed", "recorded_val_acc"] == 91.1  # run, not record
+    assert curve[curve.source == "recorded"].recorded_val_acc.isna().all()
+    assert ch.plateau_budget(curve)["epochs"] == 8
+    # nothing recorded: this run's curve alone; nothing measured: the record alone
+    assert ch.with_record(measured, None).source.tolist() == ["this run"] * 2
+    assert ch.with_record(None, recorded).source.tolist() == ["recorded"] * 4
+
+
+def test_a_record_of_another_recipe_or_no_record_is_not_used(tmp_path):
+    cfg = ch.preset("tab01_efficient_ensembles", "cpu", verbose=False)
+    other, note = ch.recorded_curve(cfg, _record(tmp_path, cfg, lr=0.05, train_subset=10000))
+    assert other.empty and "train_subset, lr differ" in note
+    missing, note = ch.recorded_curve(cfg, tmp_path / "nope.json")
+    assert missing.empty and "No recorded budget curve" in note
+    (tmp_path / "bad.json").write_text("{not json")
+    assert ch.recorded_curve(cfg, tmp_path / "bad.json")[0].empty
+    with pytest.raises(InvalidInputError, match="both are empty"):
+        ch.with_record(None, missing)
+
+
+def test_the_committed_record_is_this_presets_curve():
+    """book/data/packed_budget.json (what a cold book reads instead of retraining budgets 1, 2, 4) was made with
+    the cpu preset's recipe; when the recipe changes, re-run benchmarks/bench_packed_budget.py."""
+    from ensdiv.paths import project_root
+
+    cfg = ch.preset("tab01_efficient_ensembles", "cpu", verbose=False)
+    recorded, note = ch.recorded_curve(cfg, project_root() / ch.RECORD)
+    assert sorted(set(recorded.epochs)) == [1, 2, 4, 8], note

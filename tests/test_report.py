@@ -256,6 +256,49 @@ def test_paired_bootstrap_bad_input(kwargs, match):
     _bad_input(err)
 
 
+
+def test_sample_bootstrap_resamples_independent_sets_on_their_own():
+    """A clean set with its corrupted copy (one sample: the same 500 images) and a re-collected set of 300 other
+    images (a second sample). The spread of (v2 - clean) is that of two independent proportions (by hand:
+    sqrt(p1 q1 / n1 + p2 q2 / n2)) and matches a naive loop resampling each set on its own; the corrupted copy
+    stays paired with its clean image, so (clean - corrupted) is as tight as a paired loop says."""
+    rng = np.random.default_rng(0)
+    clean = (rng.random(500) < 0.8).astype(float)
+    corrupted = np.where(rng.random(500) < 0.9, clean, 0.0)  # loses ~10 % of the right answers
+    v2 = (rng.random(300) < 0.7).astype(float)
+    est = report.sample_bootstrap(
+        {"val": {"clean": clean, "corrupted": corrupted}, "v2": {"v2": torch.tensor(v2)}},
+        {"v2 - clean": lambda a: a["v2"].mean(1) - a["clean"].mean(1),
+         "clean - corrupted": lambda a: a["clean"].mean(1) - a["corrupted"].mean(1)},
+        seed=1, n_resamples=4000)
+    assert est["v2 - clean"].value == pytest.approx(v2.mean() - clean.mean())
+    assert est["clean - corrupted"].value == pytest.approx(clean.mean() - corrupted.mean())
+    assert est["v2 - clean"].group == est["clean - corrupted"].group  # one group: combined replicate by replicate
+    p1, p2 = clean.mean(), v2.mean()
+    assert est["v2 - clean"].replicates.std() == pytest.approx(np.sqrt(p1 * (1 - p1) / 500 + p2 * (1 - p2) / 300),
+                                                               rel=0.08)
+    loop = np.random.default_rng(7)
+    paired = []
+    for _ in range(4000):
+        i = loop.integers(0, 500, 500)
+        paired.append(clean[i].mean() - corrupted[i].mean())
+    assert est["clean - corrupted"].replicates.std() == pytest.approx(np.std(paired), rel=0.08)
+    # were the corrupted copy resampled on its own, the spread would be far wider than the paired one
+    assert np.std(paired) < 0.5 * np.sqrt(2 * p1 * (1 - p1) / 500)
+
+
+@pytest.mark.parametrize(("samples", "quantities", "match"), [
+    ({}, {"q": lambda a: 0}, "at least one sample"),
+    ({"s": {"a": np.ones(3)}}, {}, "at least one sample and one quantity"),
+    ({"s": {"a": np.ones(3)}, "t": {"a": np.ones(4)}}, {"q": lambda a: 0}, "in samples 's' and 't'"),
+    ({"s": {"a": np.ones(3), "b": np.ones(4)}}, {"q": lambda a: 0}, "different lengths"),
+    ({"s": {"a": np.ones(1)}}, {"q": lambda a: 0}, "at least two"),
+])
+def test_sample_bootstrap_bad_input(samples, quantities, match):
+    with pytest.raises(EnsdivError, match=match) as err:
+        report.sample_bootstrap(samples, quantities, seed=0)
+    _bad_input(err)
+
 def test_correlation_estimate_and_bad_input():
     x = np.arange(12.0)
     est = report.correlation(x, x ** 2, seed=0, n_resamples=200)

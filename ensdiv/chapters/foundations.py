@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import torch
+
 import ensdiv as ed
 from ensdiv.chapters import zoo
 from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
+from ensdiv.data.paper.stream import stream_file_keys, stream_files, stream_tensor_set
+from ensdiv.data.registry import subset_indices
 
 SLUG = "foundations"
 
@@ -66,6 +71,8 @@ PRESETS["foundations/corruptions"] = {
         "data_root": "",  # paper scale: folder holding imagenet/val and ImageNet-C-bar
         "n_resamples": 1000,  # bootstrap resamples of the test images behind the claim's intervals
     },
+    # paper: the claim's sets are ImageNet val and its shifts, read from $ENSDIV_DATA (shift_set_name), 5,000 images
+    # each (50,000 at 224 px would not fit in memory); the CPU-scale sets are only shown, corrupted on the fly
     "smoke": {
         "eval_subset": 128,
         "n_resamples": 200,
@@ -74,7 +81,7 @@ PRESETS["foundations/corruptions"] = {
         "damage_size": 48,
     },
     "cpu": {},
-    "paper": {},
+    "paper": {"eval_subset": 5000, "build_sets": False},
 }
 
 PRESETS["foundations/zoo"] = {
@@ -120,3 +127,89 @@ def eval_set(scale: str, n: int = 0) -> ed.TensorSet:
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):
     """The resolved preset ``foundations/<stem>`` at ``scale`` (see :func:`ensdiv.config.resolve_preset`)."""
     return chapter_preset(SLUG, PRESETS, stem, scale, verbose=verbose, **overrides)
+
+
+# ---- the corruptions page: one model on the clean test set and its shifts ------------------------------------
+def shift_roles() -> list[str]:
+    """The evaluation sets of the corruptions page by role: ``clean``, ``v2`` (re-collected, ImageNetV2),
+    ``r`` (renditions, ImageNet-R), ``cbar/<corruption>/<strength>`` (design-diversity's four ImageNet-C̄ sets)
+    and ``c/<corruption>/<severity>`` (the 15 ImageNet-C corruptions at severities 1 and 5, SED's levels)."""
+    return ["clean", "v2", "r", *(f"cbar/{c}/{t:.1f}" for c, t in ed.data.PAPER_CBAR.items()),
+            *(f"c/{c}/{s}" for c in ed.list_corruptions("c") for s in (1, 5))]
+
+
+def shift_set_name(role: str, scale: str) -> str:
+    """The set a role names at ``scale``: the registered Fashion-MNIST analogue at smoke and cpu
+    (``fmnist-c/fog/5``), the published ImageNet-family folder at paper (``imagenet-c/fog/5``, read from
+    ``$ENSDIV_DATA`` by :mod:`ensdiv.data.paper.stream`).
+
+    Raises:
+        UnknownNameError: a role not in :func:`shift_roles`.
+    """
+    if role not in shift_roles():
+        raise ed.errors.unknown_name("corruptions page role", role, shift_roles()[:5] + ["..."])
+    family, _, rest = role.partition("/")
+    if scale != "paper":
+        return {"clean": "fmnist/test", "v2": "fmnist-v2", "r": "fmnist-r"}.get(role) or f"fmnist-{family}/{rest}"
+    return {"clean": "imagenet/val", "v2": "imagenet-v2", "r": "imagenet-r"}.get(role) or f"imagenet-{family}/{rest}"
+
+
+def shift_correct(recipe: ed.Recipe, cfg: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Whether ``recipe``'s model is right on each image of every :func:`shift_roles` set, and the bootstrap
+    sample each set belongs to.
+
+    At smoke and cpu every shifted set is the clean test set transformed image by image (the cached sets, or
+    with ``build_sets`` false the transform applied to the same ``eval_subset`` images), so all roles share
+    the sample ``"clean"``; labels are checked to line up. At paper the clean set is ``eval_subset`` images
+    of ImageNet val drawn with seed 0; an ImageNet-C / -C̄ set holding every one of those files (same class
+    folder and file name) is evaluated on exactly them and joins the sample ``"clean"``; a set that does not
+    (ImageNetV2 and -R never do: they are other images) is drawn on its own and is a sample of its own, so
+    its interval resamples it independently (:func:`ensdiv.report.sample_bootstrap`). ImageNet-R is scored
+    over its 200 classes only (the logits restricted to its ``class_mask``), as SED and the ImageNet-R paper do.
+
+    Returns:
+        ``(correct, sample)``: ``{role: (N_role,) float array of 0/1}`` and ``{role: sample name}``.
+
+    Raises:
+        InvalidInputError: a cpu set whose labels are not the clean test set's in the same order.
+    """
+    n, scale = int(cfg["eval_subset"]), cfg["scale"]
+    correct: dict[str, np.ndarray] = {}
+    sample: dict[str, str] = {}
+    if scale != "paper":
+        test = ed.load_fashion_mnist("test").subset(n, seed=0)
+        for role in shift_roles():
+            name = shift_set_name(role, scale)
+            if role == "clean":
+                data = test
+            elif cfg["build_sets"]:
+                data = ed.get_dataset(name).subset(n, seed=0)
+            else:
+                data = ed.TensorSet(ed.data.shift_images(name, test.x), test.y, name, test.classes)
+            if not torch.equal(data.y, test.y):
+                raise ed.errors.InvalidInputError(f"{name}: not the clean test images in the same order.")
+            correct[role] = (ed.predict(recipe, data).argmax(-1) == data.y).double().numpy()
+            sample[role] = "clean"
+        return correct, sample
+    clean_name = shift_set_name("clean", scale)
+    clean_keys = stream_file_keys(clean_name)
+    rows = subset_indices(len(clean_keys), n, seed=0).tolist()
+    wanted = [clean_keys[r] for r in rows]
+    for role in shift_roles():
+        name = shift_set_name(role, scale)
+        if role == "clean":
+            data, sample[role] = stream_tensor_set(name, rows=rows), "clean"
+        else:
+            where = {k: i for i, k in enumerate(stream_file_keys(name))} if role.startswith("c") else {}
+            if wanted and all(k in where for k in wanted):
+                data, sample[role] = stream_tensor_set(name, rows=[where[k] for k in wanted]), "clean"
+            else:
+                data, sample[role] = stream_tensor_set(name, n, seed=0), role
+        logits = ed.predict(recipe, data)
+        mask = getattr(stream_files(name), "class_mask", None)
+        if mask is not None:  # a 200-class subset: the argmax over its classes, as a 1000-class index
+            pred = mask[logits[:, mask].argmax(-1)]
+        else:
+            pred = logits.argmax(-1)
+        correct[role] = (pred == data.y).double().numpy()
+    return correct, sample

@@ -3,7 +3,8 @@
 Every notebook ends by testing the paper's claim on this run's numbers. A claim is tested by a few
 :class:`Check` objects, each a named question over named quantities ("the ensemble's error is below the
 single model's"). Quantities are numbers or :class:`Estimate` objects: a value with replicates from a
-paired bootstrap over the test images (:func:`paired_bootstrap`) or from training seeds
+paired bootstrap over the test images (:func:`paired_bootstrap`; :func:`sample_bootstrap` when the quantities
+come from independent test sets) or from training seeds
 (:func:`from_seeds`), or a correlation with its interval (:func:`correlation`). Each check runs on three
 rows of values:
 
@@ -91,6 +92,7 @@ from ensdiv.report.uncertainty import (
     from_seeds,
     nan_mean,
     paired_bootstrap,
+    sample_bootstrap,
 )
 
 __all__ = [
@@ -98,6 +100,6 @@ __all__ = [
     "Outcome", "PageRun", "above", "audit", "below", "chapter_summary", "check_record", "claim", "claims_dir",
     "claims_page", "correlated", "correlation", "describe_strength", "evaluate", "facts_table", "fisher_interval",
     "from_seeds", "greater", "less", "load_claims", "nan_mean", "negative", "noninferior", "null_values",
-    "paired_bootstrap", "positive",
-    "ratio_above", "read_records", "significant", "slug", "strength_of", "verdict", "verdict_box", "within",
+    "paired_bootstrap", "positive", "ratio_above", "read_records", "sample_bootstrap", "significant", "slug",
+    "strength_of", "verdict", "verdict_box", "within",
 ]

@@ -36,7 +36,8 @@ from scipy import stats
 from ensdiv.errors import InvalidInputError
 
 __all__ = ["LEVEL", "SOURCES", "Estimate", "correlation", "fisher_interval", "from_seeds", "member_resample",
-           "nan_mean", "paired_bootstrap"]
+           "nan_mean", "paired_bootstrap",
+           "sample_bootstrap"]
 
 def nan_mean(values: Any, *, axis: int = -1) -> np.ndarray:
     """The mean along ``axis`` leaving NaN entries out, NaN where every entry is NaN — without the "Mean of empty
@@ -190,16 +191,99 @@ def paired_bootstrap(
                 rows.append(np.array([fn(*(a[i] for a in arrs)) for i in flat], dtype=float).reshape(idx.shape[:-1]))
         return np.stack(rows)
 
-    with warnings.catch_warnings():  # a degenerate distribution shows in the estimate (a zero-width or NaN interval)
+    return _bootstrap_group(names, [n], lambda idx: on(idx[0]), n_resamples=n_resamples, seed=seed, batch=batch)
+
+
+def _bootstrap_group(names: Sequence[str], sizes: Sequence[int], on: Callable[[list[np.ndarray]], np.ndarray], *,
+                     n_resamples: int, seed: int, batch: int) -> dict[str, Estimate]:
+    """One group of bootstrap estimates: ``scipy.stats.bootstrap`` over the index vector of each sample (each
+    resampled on its own, ``paired=False``), ``on(index arrays (..., n_s))`` -> ``(len(names), ...)``."""
+    def statistic(*idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        return on([np.moveaxis(i, axis, -1) for i in idx])
+
+    # a degenerate distribution shows in the estimate (a zero-width or NaN interval), an undefined replicate (0/0)
+    # as NaN: neither prints a warning on the page
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        res = stats.bootstrap((np.arange(n),), lambda idx, axis=-1: on(np.moveaxis(idx, axis, -1)), vectorized=True,
+        res = stats.bootstrap(tuple(np.arange(n) for n in sizes), statistic, vectorized=True, paired=False,
                               n_resamples=n_resamples, batch=batch, method="percentile", confidence_level=LEVEL,
                               random_state=np.random.default_rng(seed))
-    point = on(np.arange(n))
+        point = on([np.arange(n) for n in sizes])
     group = f"bootstrap-{next(_GROUPS)}"
     dist = np.asarray(res.bootstrap_distribution).reshape(len(names), -1)
     return {name: Estimate(float(point[i]), dist[i], "evaluation samples", "bootstrap", group)
             for i, name in enumerate(names)}
+
+
+def sample_bootstrap(
+    samples: Mapping[str, Mapping[str, Any]],
+    quantities: Mapping[str, Callable[[dict[str, np.ndarray]], Any]],
+    *,
+    n_resamples: int = 1000,
+    seed: int,
+    batch: int = 100,
+) -> dict[str, Estimate]:
+    """Bootstrap replicates of quantities of several *independent* samples, in one group.
+
+    Each sample is a set of evaluation units (test images) with its arrays on the first axis: the arrays of one
+    sample are resampled together (paired: the clean and the corrupted copy of an image stay together), two
+    samples each on their own (``scipy.stats.bootstrap`` with ``paired=False``): a re-collected test set such
+    as ImageNetV2 shares no image with ImageNet's validation set. Every quantity is computed on the same
+    resamples, so the checks combine them replicate by replicate. With one sample this is
+    :func:`paired_bootstrap`.
+
+    Args:
+        samples: ``{sample: {array name: (N_sample, ...) array}}``; array names are unique over all samples.
+        quantities: ``{name: function}``; a function receives ``{array name: resampled array}`` with the
+            resamples on the first axis (``(B, N_sample, ...)``) and returns ``(B,)`` values.
+        n_resamples: Bootstrap resamples. seed: Seeds the resampling. batch: Resamples evaluated at once.
+
+    Returns:
+        ``{name: Estimate}`` of one group.
+
+    Raises:
+        InvalidInputError: no sample or no quantity; an array name used in two samples; arrays of one sample
+            with different lengths; a sample with fewer than two units.
+
+    Shape:
+        each array of sample ``s``: ``(N_s, ...)``.
+
+    >>> clean = np.array([1, 1, 1, 0, 1, 1, 0, 1]); v2 = np.array([1, 0, 1, 0, 1])
+    >>> est = sample_bootstrap({"val": {"clean": clean}, "v2": {"v2": v2}},
+    ...                        {"rel": lambda a: a["v2"].mean(1) / a["clean"].mean(1)}, seed=0, n_resamples=200)
+    >>> round(est["rel"].value, 4)
+    0.8
+    """
+    if not samples or not quantities:
+        raise InvalidInputError("sample_bootstrap needs at least one sample and one quantity.")
+    owner: dict[str, str] = {}
+    arrays: dict[str, np.ndarray] = {}
+    sizes = []
+    for sample, named in samples.items():
+        lengths = set()
+        for name, value in named.items():
+            if name in owner:
+                raise InvalidInputError(f"Array {name!r} is in samples {owner[name]!r} and {sample!r}; give each "
+                                        "array one sample.")
+            owner[name], arrays[name] = sample, _array(value)
+            lengths.add(arrays[name].shape[0] if arrays[name].ndim else 0)
+        if len(lengths) != 1:
+            raise InvalidInputError(f"The arrays of sample {sample!r} have different lengths {sorted(lengths)}; "
+                                    "the arrays of one sample hold the same units.")
+        (n,) = lengths
+        if n < 2:
+            raise InvalidInputError(f"Sample {sample!r} has {n} unit(s); a bootstrap needs at least two.")
+        sizes.append(n)
+    order = list(samples)
+    names = list(quantities)
+
+    def on(idx: list[np.ndarray]) -> np.ndarray:  # idx[s]: (..., n_s) -> (len(names), ...)
+        lead = idx[0].shape[:-1]
+        flat = {k: arrays[k][i.reshape(-1, i.shape[-1])] for s, i in zip(order, idx, strict=True)
+                for k in samples[s]}
+        return np.stack([np.asarray(quantities[q](flat), dtype=float).reshape(lead) for q in names])
+
+    return _bootstrap_group(names, sizes, on, n_resamples=n_resamples, seed=seed, batch=batch)
 
 
 def from_seeds(values: Sequence[float] | Any, *, source: str = "training seeds") -> Estimate:

@@ -45,11 +45,14 @@ __all__ = ["train_recipe", "build_model", "load_training_set", "training_data", 
 # Architectures trained in the channels-last memory format: those that benchmarks/bench_train.py
 # (results/train.json, engine_channels_last_ratio) measured at least 1.3x faster on the 2-core CPU. The
 # base ResNet (0.88-1.19x across runs), ConvNeXt (1.0x) and the small CNN (1.2x) stay in the default
-# format; transformers and MLPs have no 4-d activations to reorder. The Packed-Ensembles chapter's models
-# measured 1.12-1.29x (``bench_train.py --packed``, results/train.json) and stay too. Results differ from
-# the default format only by floating-point rounding, so the choice is not part of a model's cache key.
+# format; transformers and MLPs have no 4-d activations to reorder. The Packed-Ensembles chapter's models at
+# Table 1's batch (64) on two threads, as the chapter trains them (``bench_train.py --packed``, two runs on
+# 26 Nov 2026, results/train.json): the single model 1.65-1.66x, PE 1.25-1.35x, BatchEnsemble 1.41-1.47x,
+# Masksembles 1.38-1.58x, all four in; MIMO 1.11-1.19x stays. Results differ from the default format only by
+# floating-point rounding, so the choice is not part of a model's cache key.
 CHANNELS_LAST_ARCHS = frozenset({"squeezenet", "resnext", "densenet", "mobilenetv3", "efficientnet", "mnasnet",
-                                 "convmixer"})
+                                 "convmixer", "single_small", "packed_small", "batchensemble_small",
+                                 "masksembles_small"})
 
 
 def load_training_set(recipe: Recipe) -> TensorSet:

@@ -21,7 +21,15 @@ from typing import Any
 import pandas as pd
 
 from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
-from ensdiv.chapters.packed_ensembles.budget import VALIDATION_SET, budget_curve, plateau_budget
+from ensdiv.chapters.packed_ensembles.budget import (
+    CURVE_RECIPE_KEYS,
+    RECORD,
+    VALIDATION_SET,
+    budget_curve,
+    plateau_budget,
+    recorded_curve,
+    with_record,
+)
 from ensdiv.chapters.packed_ensembles.estimates import MIN_SEEDS, Measure, bootstrap, estimates
 from ensdiv.chapters.packed_ensembles.methods import (
     _T1_COLS,
@@ -61,6 +69,10 @@ __all__ = [
     "VALIDATION_SET",
     "budget_curve",
     "plateau_budget",
+    "recorded_curve",
+    "with_record",
+    "CURVE_RECIPE_KEYS",
+    "RECORD",
     "TABLE1_EPOCHS",
     "METHODS",
     "METHOD_LABELS",
@@ -249,13 +261,15 @@ def _with_train(train_by_scale: dict | None = None, **extra_by_scale: dict) -> d
 
 
 PRESETS = {
-    # budget_epochs: the budgets of the budget curve (single model and PE, one run each; [] runs none);
+    # budget_epochs: the budgets of the budget curve this run trains (single model and PE, one run each; [] runs
+    # none); cpu trains only Table 1's own budget (its models) and reads the others from budget_record (the
+    # curve bench_packed_budget.py recorded with the same recipe, budget.RECORD; "" reads none).
     # quality_reference: the zoo model (same recipe, another architecture) shown beside the single model
     "packed-ensembles/tab01_efficient_ensembles": {**_with_train(
         _TABLE1,
-        smoke={"budget_epochs": [1, 2], "quality_reference": "arch/resnet"},
-        cpu={"budget_epochs": [1, 2, 4, 8], "quality_reference": "arch/resnet"},
-        paper={"budget_epochs": [], "quality_reference": ""},
+        smoke={"budget_epochs": [1, 2], "budget_record": "", "quality_reference": "arch/resnet"},
+        cpu={"budget_epochs": [TABLE1_EPOCHS], "budget_record": RECORD, "quality_reference": "arch/resnet"},
+        paper={"budget_epochs": [], "budget_record": "", "quality_reference": ""},
     ), "types": {**_TRAIN_TYPES, "budget_epochs": list[int]}},
     "packed-ensembles/tab02_imagenet_ood_shift": _with_train(
         _TABLE1,

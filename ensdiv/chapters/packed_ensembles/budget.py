@@ -11,20 +11,34 @@ the cheapest budget at which every method is within a tolerance of its best meas
 The best *measured* accuracy stands for the plateau: if a method still gains between the two largest
 budgets, :func:`plateau_budget` says so (``still_rising``) and the page reports the distance instead of
 calling the budget converged.
+
+The curve's smaller budgets are a design record, not part of the claim: ``benchmarks/bench_packed_budget.py``
+trains them and writes :data:`RECORD` (``book/data/packed_budget.json``); the page reads them from there
+(:func:`recorded_curve`, only when the record was made with the preset's recipe) and trains itself only the
+budgets it needs anyway, Table 1's own (:func:`with_record`). A cold book so skips four trainings (the 1-, 2-
+and 4-epoch single model and PE, about 570 s on two cores) that no claim uses.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ensdiv.chapters.packed_ensembles.methods import eval_set, evaluate, method_logits, recipes_for
 from ensdiv.errors import InvalidInputError
+from ensdiv.paths import project_root
 
 #: Where the budget curve is scored: the 5,000 validation images carved from Fashion-MNIST's training split.
 VALIDATION_SET = "fmnist/val"
+#: The recorded curve, relative to the project root (in ``book/data``: a change to it re-runs the page).
+RECORD = "book/data/packed_budget.json"
+#: The preset keys that make a recorded curve this preset's: data, optimiser, schedule, backbone, PE-(α, M, γ).
+CURVE_RECIPE_KEYS = ("arch", "widths", "dataset", "train_subset", "batch_size", "lr", "weight_decay", "augment",
+                     "schedule", "num_estimators", "alpha", "gamma", "seeds")
 
 
 def budget_curve(cfg: dict, *, epochs: Sequence[int], methods: Sequence[str] = ("single", "packed"),
@@ -88,3 +102,57 @@ def plateau_budget(curve: pd.DataFrame, *, tolerance: float = 1.0) -> dict[str, 
         rising = [m for m in wide.columns if last[m] - before[m] > tolerance]
     gap = (best - wide.loc[chosen]).round(3).to_dict()
     return {"epochs": chosen, "within": bool(within.loc[chosen]), "gap": gap, "still_rising": rising}
+
+
+def recorded_curve(cfg: dict, path: str | Path) -> tuple[pd.DataFrame, str]:
+    """The budget curve recorded in ``path`` (:data:`RECORD`, written by ``bench_packed_budget.py``; relative to
+    the project root unless absolute) when it
+    was made with ``cfg``'s recipe (every key of :data:`CURVE_RECIPE_KEYS` equal), and one sentence saying
+    where it comes from or why it is not used.
+
+    Returns:
+        ``(curve, note)``: :func:`budget_curve`'s rows (empty when the file is missing or its recipe differs).
+    """
+    empty = pd.DataFrame(columns=["method", "epochs", "images_seen", "val_acc"])
+    path = Path(path)
+    if path.is_absolute() and path.is_relative_to(project_root()):
+        path = path.relative_to(project_root())  # shown on the page as the project's file
+    try:
+        record = json.loads((project_root() / path).read_text())
+    except (OSError, ValueError):
+        return empty, f"No recorded budget curve at {path}: only this run's budgets are shown."
+    recipe = record.get("recipe", {})
+    differ = [k for k in CURVE_RECIPE_KEYS if recipe.get(k) != (list(cfg[k]) if isinstance(cfg[k], tuple) else cfg[k])]
+    if differ:
+        return empty, (f"The recorded budget curve ({path}) was made with another recipe ({', '.join(differ)} "
+                       "differ): not used; only this run's budgets are shown.")
+    when = record.get("machine", {}).get("when", "an earlier run")
+    return pd.DataFrame(record.get("curve", []), columns=empty.columns), (
+        f"Recorded budget curve: {path}, measured {when} by benchmarks/bench_packed_budget.py with this preset's "
+        "recipe.")
+
+
+def with_record(measured: pd.DataFrame | None, recorded: pd.DataFrame | None) -> pd.DataFrame:
+    """This run's budget curve completed by a recorded one: every row of ``measured`` (``source`` "this run",
+    with the recorded accuracy of the same budget in ``recorded_val_acc`` when there is one) and the rows of
+    ``recorded`` at the other budgets (``source`` "recorded"), sorted by budget and method. Either may be
+    ``None`` or empty (nothing trained, or no usable record).
+
+    Raises:
+        InvalidInputError: both are missing or empty (no curve at all).
+    """
+    key = ["method", "epochs"]
+    cols = ["method", "epochs", "images_seen", "val_acc"]
+    measured = measured[cols] if measured is not None else pd.DataFrame(columns=cols)
+    recorded = recorded[cols] if recorded is not None else pd.DataFrame(columns=cols)
+    if measured.empty and recorded.empty:
+        raise InvalidInputError("with_record needs a measured or a recorded budget curve; both are empty.")
+    rec = recorded.rename(columns={"val_acc": "recorded_val_acc"})[[*key, "recorded_val_acc"]]
+    ours = measured.assign(source="this run").merge(rec, on=key, how="left") if len(measured) else None
+    done = set(map(tuple, measured[key].itertuples(index=False)))
+    rest = recorded[[tuple(r) not in done for r in recorded[key].itertuples(index=False)]]
+    rest = rest.assign(source="recorded", recorded_val_acc=float("nan"))
+    out = pd.concat([f for f in (ours, rest) if f is not None and len(f)], ignore_index=True)
+    out["epochs"] = out["epochs"].astype(int)
+    out["recorded_val_acc"] = out["recorded_val_acc"].astype(float)
+    return out.sort_values(["epochs", "method"], ignore_index=True)

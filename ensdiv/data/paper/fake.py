@@ -13,8 +13,8 @@ folder below the root                                         what is written
 ``CIFAR-10-C/``, ``CIFAR-100-C/``                             ``<corruption>.npy`` (19, 5 severities), ``labels.npy``
 ``imagenet/train/<wnid>/``, ``imagenet/val/<wnid>/``          JPEGs; the classes declared a subset
 ``imagenet-v2/imagenetv2-matched-frequency-format-val/<k>/``  JPEGs in class-index folders
-``imagenet-c/<corruption>/<1-5>/<wnid>/``                     the 19 corruptions
-``imagenet-cbar/<corruption>/<strength>/<wnid>/``             the corruptions and strengths asked for
+``imagenet-c/<corruption>/<1-5>/<wnid>/``                     the 19 corruptions, val's file names
+``imagenet-cbar/<corruption>/<strength>/<wnid>/``             the corruptions and strengths asked for, val's names
 ``imagenet-r/<wnid>/``, ``imagenet-a/<wnid>/``                classes of their 200-class lists
 ``imagenet-o/<wnid>/``                                        OOD
 ``iNaturalist/images/``, ``openimage_o/images/``              OOD, flat
@@ -46,7 +46,7 @@ from ensdiv.errors import InvalidInputError
 __all__ = ["FAKE_VERSION", "default_wnids", "write_images", "write_fake_data", "is_fake_data", "write_training_methods"]
 
 #: bump when the written layouts change (a dry-run folder written by another version is rewritten)
-FAKE_VERSION = 1
+FAKE_VERSION = 2
 _STAMP = ".ensdiv-fake-data"
 
 
@@ -118,8 +118,9 @@ def write_fake_data(root: str | Path, *, wnids: Sequence[str] | None = None, tra
             ImageNet-R / -A must be in their 200-class lists.
         train_per_class, val_per_class: images per class of ImageNet train and val (``imagenet/val-5k`` takes
             five per class, so ``val_per_class`` >= 5 keeps its size rule).
-        per_class: images per class of every other folder set (ImageNet-V2, -C, -C̄, -R, -A, -O, DTD) and of the
-            flat OOD folders (``per_class`` x the number of wnids).
+        per_class: images per class of every other folder set (ImageNet-V2, -R, -A, -O, DTD) and of the flat OOD
+            folders (``per_class`` x the number of wnids). ImageNet-C and -C̄ hold ``val_per_class`` images per
+            class under val's file names, as the published sets hold every validation image corrupted.
         cifar_per_class: images per class of CIFAR-10/-100 and SVHN (each CIFAR-10 training batch holds that many).
         corrupted: images per severity of CIFAR-10-C / CIFAR-100-C.
         cbar_levels: ImageNet-C̄ corruption -> the strength folders to write (default: every corruption of
@@ -148,10 +149,10 @@ def write_fake_data(root: str | Path, *, wnids: Sequence[str] | None = None, tra
                    per_class, seed + 300, ext="jpeg")
     for j, c in enumerate(CIFAR_C_CORRUPTIONS):
         for sev in range(1, 6):
-            _class_folders(root / "imagenet-c" / c / str(sev), wnids, per_class, seed + 1000 + 10 * j + sev)
+            _class_folders(root / "imagenet-c" / c / str(sev), wnids, val_per_class, seed + 1000 + 10 * j + sev)
     for j, (c, strengths) in enumerate(sorted(levels.items())):
         for t in strengths:
-            _class_folders(root / "imagenet-cbar" / c / f"{float(t)}", wnids, per_class, seed + 2000 + 10 * j)
+            _class_folders(root / "imagenet-cbar" / c / f"{float(t)}", wnids, val_per_class, seed + 2000 + 10 * j)
     _class_folders(root / "imagenet-r", wnids, per_class, seed + 400, ext="jpg")
     _class_folders(root / "imagenet-a", wnids, per_class, seed + 500, ext="jpg")
     _class_folders(root / "imagenet-o", wnids, per_class, seed + 600, ext="jpg")

@@ -13,6 +13,8 @@ name                                    folder below ``$ENSDIV_DATA``           
 ``imagenet/train``                      ``imagenet/train/<wnid>/*.JPEG``                1000-class indices
 ``imagenet/val``                        ``imagenet/val/<wnid>/*.JPEG``                  1000-class indices
 ``imagenet-c/<corruption>/<severity>``  ``imagenet-c/<corruption>/<severity>/<wnid>/``  1000-class indices
+``imagenet-cbar/<corruption>/<strength>``  ``imagenet-cbar/<corruption>/<strength>/``   1000-class indices
+                                        ``<wnid>/`` (strength folders ``1.6``, ``4.0``)
 ``imagenet-r``, ``imagenet-a``          ``imagenet-r/<wnid>/``, ``imagenet-a/<wnid>/``  1000-class indices;
                                                                                         ``class_mask``
 ``imagenet-o``                          ``imagenet-o/<wnid>/``                          -1 (OOD)
@@ -35,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -50,7 +52,7 @@ from ensdiv.data.registry import TensorSet, subset_indices
 from ensdiv.errors import InvalidInputError, unknown_name
 
 __all__ = ["STREAM_SETS", "is_stream_set", "open_stream_set", "stream_fingerprint", "stream_files",
-           "stream_files_fingerprint", "transform_config", "PIXEL_CONFIG", "stream_tensor_set"]
+           "stream_files_fingerprint", "transform_config", "PIXEL_CONFIG", "stream_tensor_set", "stream_file_keys"]
 
 #: family -> (its folder below $ENSDIV_DATA, loader(root, data_config, *name parts))
 STREAM_SETS: dict[str, tuple[str, Any]] = {
@@ -58,6 +60,8 @@ STREAM_SETS: dict[str, tuple[str, Any]] = {
     "imagenet/val": ("imagenet", lambda root, dc: sets.imagenet_val(root, data_config=dc)),
     "imagenet-c": ("imagenet-c", lambda root, dc, corruption, severity: sets.imagenet_c(
         root, corruption, int(severity), data_config=dc)),
+    "imagenet-cbar": ("imagenet-cbar", lambda root, dc, corruption, strength: sets.imagenet_cbar(
+        root, corruption, float(strength), data_config=dc)),
     "imagenet-r": ("imagenet-r", lambda root, dc: sets.imagenet_r(root, data_config=dc)),
     "imagenet-a": ("imagenet-a", lambda root, dc: sets.imagenet_a(root, data_config=dc)),
     "imagenet-o": ("imagenet-o", lambda root, dc: sets.imagenet_o(root, data_config=dc)),
@@ -66,18 +70,33 @@ STREAM_SETS: dict[str, tuple[str, Any]] = {
     "openimages-o": ("openimage_o", lambda root, dc: sets.openimages_o(root, data_config=dc)),
     "textures": ("dtd", lambda root, dc: sets.textures(root, data_config=dc)),
 }
+#: the families named with a corruption and a level (``imagenet-c/fog/3``), never alone
+_LEVELLED = ("imagenet-c", "imagenet-cbar")
+_NAMES = [*(n for n in STREAM_SETS if n not in _LEVELLED), "imagenet-c/<corruption>/<severity>",
+          "imagenet-cbar/<corruption>/<strength>"]
 _TRANSFORM_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
 _OPENED: dict[str, Dataset] = {}
 
 
 def _split(name: str) -> tuple[str, list[str]] | None:
     """(family, extra parts) of a stream set name, or None when ``name`` is not one."""
-    if name in STREAM_SETS:
+    if name in STREAM_SETS and name not in _LEVELLED:
         return name, []
     family, _, rest = name.partition("/")
-    if family == "imagenet-c" and len(rest.split("/")) == 2 and rest.split("/")[1].isdigit():
-        return family, rest.split("/")
+    parts = rest.split("/")
+    if family == "imagenet-c" and len(parts) == 2 and parts[1].isdigit():
+        return family, parts
+    if family == "imagenet-cbar" and len(parts) == 2 and _is_number(parts[1]):
+        return family, parts
     return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def is_stream_set(name: str) -> bool:
@@ -95,7 +114,7 @@ def _root_of(name: str) -> Path:
     """The folder of the stream set ``name`` below ``$ENSDIV_DATA``."""
     parsed = _split(name)
     if parsed is None:
-        raise unknown_name("paper-scale stream set", name, [*STREAM_SETS, "imagenet-c/<corruption>/<severity>"])
+        raise unknown_name("paper-scale stream set", name, _NAMES)
     home = Path(data_home())
     sub = STREAM_SETS[parsed[0]][0]
     # only ImageNet train/val and V2's named folder may lie in $ENSDIV_DATA itself (their loaders look for their
@@ -169,24 +188,43 @@ PIXEL_CONFIG = {"input_size": (3, 224, 224), "crop_pct": 0.875, "interpolation":
                 "mean": (0.0, 0.0, 0.0), "std": (1.0, 1.0, 1.0)}
 
 
-def stream_tensor_set(name: str, n: int = 0, *, seed: int = 0) -> TensorSet:
+def stream_tensor_set(name: str, n: int = 0, *, seed: int = 0, rows: Sequence[int] | None = None) -> TensorSet:
     """``n`` images (0: all) of the stream set ``name`` drawn with ``seed`` as an in-memory
     :class:`~ensdiv.data.TensorSet` framed by :data:`PIXEL_CONFIG` (shape (n, 3, 224, 224), [0, 1]): an
     evaluation set for pages that score registry sets (``ed.predict``) at paper scale. Labels are the set's own:
     1000-class indices (ImageNet-R / -A: indices of their 200 classes among the 1000, scored 1000-way unless the
-    page masks the logits), -1 for an OOD set. Built once per process, ``$ENSDIV_DATA``, name, size and seed.
+    page masks the logits), -1 for an OOD set. ``rows`` takes exactly those images, in that order, instead of a
+    seeded draw (the images of another set paired by :func:`stream_file_keys`). Built once per process,
+    ``$ENSDIV_DATA``, name, size and seed (or rows).
 
     Raises:
         UnknownNameError: not a stream set. DataNotFoundError: its folder is missing or mis-laid-out.
+        InvalidInputError: a row outside the set.
     """
-    return _stream_tensor_set(name, int(n), int(seed), str(data_home()))
+    return _stream_tensor_set(name, int(n), int(seed), None if rows is None else tuple(int(r) for r in rows),
+                              str(data_home()))
 
 
 @lru_cache(maxsize=4)
-def _stream_tensor_set(name: str, n: int, seed: int, home: str) -> TensorSet:
+def _stream_tensor_set(name: str, n: int, seed: int, rows: tuple[int, ...] | None, home: str) -> TensorSet:
     ds = open_stream_set(name, data_config=PIXEL_CONFIG)
-    idx = subset_indices(len(ds), n, seed=seed).tolist()
-    x = torch.stack([ds[i][0] for i in idx]).float()
+    if rows is None:
+        idx = subset_indices(len(ds), n, seed=seed).tolist()
+        label = name if len(idx) == len(ds) else f"{name}[{n}@{seed}]"
+        drawn = f"seed {seed}"
+    else:
+        idx = list(rows)
+        if any(not 0 <= r < len(ds) for r in idx):
+            raise InvalidInputError(f"Rows of {name!r} must lie in [0, {len(ds)}); got {min(idx)}..{max(idx)}.")
+        digest = hashlib.sha256(json.dumps(idx).encode()).hexdigest()[:12]
+        label, drawn = f"{name}[rows-{digest}]", "rows given"
+    x = torch.stack([ds[i][0] for i in idx]).float() if idx else torch.empty(0, 3, 224, 224)
     y = torch.tensor([int(ds.targets[i]) for i in idx], dtype=torch.long)
-    label = name if len(idx) == len(ds) else f"{name}[{n}@{seed}]"
-    return TensorSet(x, y, label, imagenet_wnids(), f"{name} from {home}, {len(idx)} images (seed {seed})")
+    return TensorSet(x, y, label, imagenet_wnids(), f"{name} from {home}, {len(idx)} images ({drawn})")
+
+
+def stream_file_keys(name: str) -> list[str]:
+    """``<class folder>/<file name without extension>`` of every image of the stream set ``name``, in the set's
+    order: the key that pairs an image of ImageNet-C or -C̄ with the validation image it was made from (the
+    published sets keep the validation file names; the extension may differ, ``.JPEG`` / ``.jpg``)."""
+    return [f"{Path(f).parent.name}/{Path(f).stem}" for f in stream_files(name).files]
