@@ -7,6 +7,7 @@ pages share (:func:`deep_ensemble`, evaluated on :func:`eval_set`); the shared m
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch
 import ensdiv as ed
 from ensdiv.chapters import zoo
 from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
+from ensdiv.data.fashion import data_home
 from ensdiv.data.paper.stream import stream_file_keys, stream_files, stream_tensor_set
 from ensdiv.data.registry import subset_indices
 
@@ -68,7 +70,7 @@ PRESETS["foundations/corruptions"] = {
         "build_sets": True,  # read the cached CPU-scale sets (built on first use)
         "damage_images": 8,  # images used to measure pixel damage per corruption and level
         "damage_size": 224,  # the resolution compared with 28 px in the damage table
-        "data_root": "",  # paper scale: folder holding imagenet/val and ImageNet-C-bar
+        "data_root": "",  # folder holding imagenet/val and imagenet-cbar ("": $ENSDIV_DATA at paper, none below)
         "n_resamples": 1000,  # bootstrap resamples of the test images behind the claim's intervals
     },
     # paper: the claim's sets are ImageNet val and its shifts, read from $ENSDIV_DATA (shift_set_name), 5,000 images
@@ -152,6 +154,15 @@ def shift_set_name(role: str, scale: str) -> str:
     if scale != "paper":
         return {"clean": "fmnist/test", "v2": "fmnist-v2", "r": "fmnist-r"}.get(role) or f"fmnist-{family}/{rest}"
     return {"clean": "imagenet/val", "v2": "imagenet-v2", "r": "imagenet-r"}.get(role) or f"imagenet-{family}/{rest}"
+
+
+def published_root(cfg: Any) -> Path | None:
+    """The folder holding ``imagenet/val`` and ``imagenet-cbar`` for the page's published-vs-ours comparison:
+    ``data_root`` when given, else ``$ENSDIV_DATA`` at paper scale (the folders the claim's sets are read from),
+    else ``None`` (nothing to compare)."""
+    if cfg["data_root"]:
+        return Path(cfg["data_root"])
+    return data_home() if cfg["scale"] == "paper" else None
 
 
 def shift_correct(recipe: ed.Recipe, cfg: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
