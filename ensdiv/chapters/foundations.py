@@ -165,9 +165,9 @@ def published_root(cfg: Any) -> Path | None:
     return data_home() if cfg["scale"] == "paper" else None
 
 
-def shift_correct(recipe: ed.Recipe, cfg: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Whether ``recipe``'s model is right on each image of every :func:`shift_roles` set, and the bootstrap
-    sample each set belongs to.
+def shift_correct(model: Any, cfg: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Whether ``model`` (a recipe, trained or read from the cache, or a module) is right on each image of every
+    :func:`shift_roles` set, and the bootstrap sample each set belongs to.
 
     At smoke and cpu every shifted set is the clean test set transformed image by image (the cached sets, or
     with ``build_sets`` false the transform applied to the same ``eval_subset`` images), so all roles share
@@ -199,7 +199,7 @@ def shift_correct(recipe: ed.Recipe, cfg: Any) -> tuple[dict[str, np.ndarray], d
                 data = ed.TensorSet(ed.data.shift_images(name, test.x), test.y, name, test.classes)
             if not torch.equal(data.y, test.y):
                 raise ed.errors.InvalidInputError(f"{name}: not the clean test images in the same order.")
-            correct[role] = (ed.predict(recipe, data).argmax(-1) == data.y).double().numpy()
+            correct[role] = (ed.predict(model, data).argmax(-1) == data.y).double().numpy()
             sample[role] = "clean"
         return correct, sample
     clean_name = shift_set_name("clean", scale)
@@ -216,7 +216,7 @@ def shift_correct(recipe: ed.Recipe, cfg: Any) -> tuple[dict[str, np.ndarray], d
                 data, sample[role] = stream_tensor_set(name, rows=[where[k] for k in wanted]), "clean"
             else:
                 data, sample[role] = stream_tensor_set(name, n, seed=0), role
-        logits = ed.predict(recipe, data)
+        logits = ed.predict(model, data)
         mask = getattr(stream_files(name), "class_mask", None)
         if mask is not None:  # a 200-class subset: the argmax over its classes, as a 1000-class index
             pred = mask[logits[:, mask].argmax(-1)]
