@@ -36,8 +36,7 @@ from scipy import stats
 from ensdiv.errors import InvalidInputError
 
 __all__ = ["LEVEL", "SOURCES", "Estimate", "correlation", "fisher_interval", "from_seeds", "member_resample",
-           "nan_mean", "paired_bootstrap",
-           "sample_bootstrap"]
+           "nan_mean", "paired_bootstrap", "sample_bootstrap"]
 
 def nan_mean(values: Any, *, axis: int = -1) -> np.ndarray:
     """The mean along ``axis`` leaving NaN entries out, NaN where every entry is NaN — without the "Mean of empty
