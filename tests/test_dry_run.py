@@ -7,13 +7,15 @@ would on a researcher's folder laid out the same way)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
 from test_notebooks import NO_CLAIM
 
 import ensdiv as ed
-from ensdiv.book import cli
+from ensdiv.book import cli, ledger
 from ensdiv.book.dry import dry_environment
 from ensdiv.config import DRY_RUN_ENV, check_dry_block, resolve_preset
 from ensdiv.data.corruptions import CBAR_CORRUPTIONS
@@ -299,15 +301,17 @@ def test_dry_environment_sets_and_restores_the_variables(tmp_path, monkeypatch):
 DRY_NOT_YET: dict[str, str] = {}  # page -> why its dry run still fails (a strict expected failure); none today
 
 
-#: the pages `make test` dry-runs, one per kind of paper data path that no unit test runs through a page: timm
-#: stand-ins scored on the ImageNet val / V2 / C-bar folders, the training-methods logits folder, a paper zoo
-#: recipe trained from the ImageNet folder. The super-network, joint ensembles, SED's heads on streamed features,
-#: PE's CIFAR pickles and SAT's per-model framings each have unit tests on fake folders. Every other page runs in
-#: `make dry-run` (56 pages, about 45 minutes on two cores): CI's budget beside the smoke runs holds three (README)
+#: the pages `make test` dry-runs every time, one per kind of paper data path that no unit test runs through a page:
+#: timm stand-ins scored on the ImageNet val / V2 / C-bar folders, the training-methods logits folder, a paper zoo
+#: recipe trained from the ImageNet folder. Every other page is dry-run when its entry in the dry-run ledger
+#: (tests/dry_runs.json, ensdiv.book.ledger) is missing or stale: when code its last passing dry run executed,
+#: its notebook, book/data, the fake-data generator or a dependency changed. `make dry-run` runs those and records
+#: them; `make dry-run DRY_ALL=1` runs all 56 pages (about 40 minutes on two cores).
 DRY_IN_MAKE_TEST = {
     "design-diversity/tab01_architecture_resiliency", "training-methods/fig01_error_inconsistency",
     "foundations/deep_ensemble_basics",
 }
+DRY_ALL = os.environ.get("ENSDIV_DRY_ALL") == "1"
 
 
 def _dry_notebooks() -> list:
@@ -320,7 +324,9 @@ def _dry_notebooks() -> list:
     out = []
     for p in paths:
         name = f"{p.parent.name}/{p.stem}"
-        marks = [] if name in DRY_IN_MAKE_TEST else [pytest.mark.dry_full]
+        # one xdist worker runs every dry run in turn: two ImageNet-size dry trainings side by side held about
+        # 11 GB each and the kernel killed one on the 24 GB machine (make test runs two workers)
+        marks = [pytest.mark.xdist_group("dry-runs")]
         if name in DRY_NOT_YET:
             marks.append(pytest.mark.xfail(strict=True, reason=DRY_NOT_YET[name]))
         out.append(pytest.param(p, id=name, marks=marks))
@@ -340,10 +346,19 @@ def test_notebook_dry_runs_its_paper_preset(path, dry_root, monkeypatch):
     from ensdiv.book import page_run, run_notebooks
     from ensdiv.paths import project_root
 
+    name, book = f"{path.parent.name}/{path.stem}", project_root() / ledger.LEDGER
+    if not DRY_ALL and name not in DRY_IN_MAKE_TEST:
+        recorded = ledger.read_ledger(book)
+        if ledger.stale_reason(recorded, path) is None:
+            entry = recorded["pages"][path.relative_to(project_root()).as_posix()]
+            pytest.skip(f"its dry run passed on {entry['when']} and nothing it ran has changed since "
+                        "(tests/dry_runs.json)")
     monkeypatch.setenv("ENSDIV_BUILD", str(dry_root / "build"))
     with dry_environment(dry_root) as root:
         (res,) = run_notebooks([path], scale="paper", out_root=root / "executed", force=True, progress=False)
     assert res.status == "ok", res.error
+    if os.environ.get(ledger.RECORD_ENV) == "1":
+        ledger.record_dry_run(book, path, ledger.dry_entry(res.output, path, seconds=res.seconds))
     rel = path.relative_to(project_root()).as_posix()
     records = page_run(res.output, rel).records
     if rel in NO_CLAIM:  # a page of measurements or a worked example: it ran, and records nothing

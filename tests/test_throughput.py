@@ -3,6 +3,11 @@ device before reading the clock (checked on CPU by recording the synchronisation
 
 from __future__ import annotations
 
+import platform
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 from torch import nn
@@ -56,6 +61,58 @@ def test_rounds_time_each_model_in_its_own_process_in_rotating_order():
     by_round = {(r["round"], r["model"]): r["inference images/s"] for r in rows}
     assert all(by_round[(k, "heavy")] < by_round[(k, "light")] for k in range(3))
     assert light[1].weight.grad is None  # the caller's models are left as they were
+    assert {r["steady allocator"] for r in rows} == {GLIBC}
+    plain = throughput_rounds({"light": light}, (1, 8, 8), rounds=1, batch_size=8, min_time=0.01, max_warmup=2,
+                              steady=False)
+    assert [r["steady allocator"] for r in plain] == [False]
+
+
+GLIBC = platform.libc_ver()[0] == "glibc"
+
+# glibc's own accounting of one 16 MiB malloc in a fresh process: mallinfo2().hblkhd is the memory held in
+# mmap-ed blocks, so it grows by the block (plus its header page) when malloc maps it and stays put when the
+# block comes from the heap
+_MALLINFO = textwrap.dedent("""
+    import ctypes, ctypes.util, sys
+    from ensdiv.models.throughput import steady_allocator
+    fields = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+    class Info(ctypes.Structure):
+        _fields_ = [(f, ctypes.c_size_t) for f in fields]
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.mallinfo2.restype, libc.malloc.restype = Info, ctypes.c_void_p
+    libc.malloc.argtypes, libc.free.argtypes = [ctypes.c_size_t], [ctypes.c_void_p]
+    steady = steady_allocator() if sys.argv[1] == "steady" else None
+    before = libc.mallinfo2().hblkhd
+    block = libc.malloc(16 << 20)
+    print(steady, libc.mallinfo2().hblkhd - before)
+    libc.free(block)
+""")
+
+
+@pytest.mark.skipif(not GLIBC, reason="mallopt and mallinfo2 are glibc's")
+@pytest.mark.parametrize("mode, expected", [("default", "None 16781312"), ("steady", "True 0")])
+def test_steady_allocator_serves_a_16_mib_block_from_the_heap(mode, expected):
+    """A fresh process maps a 16 MiB block (glibc's default threshold is 128 KiB until a large block is freed);
+    after steady_allocator the same block comes from the heap (threshold 32 MiB): hblkhd grows by 16 MiB + one
+    4 KiB page, and by nothing."""
+    out = subprocess.run([sys.executable, "-c", _MALLINFO, mode], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[-2] == expected
+
+
+class _NoMallopt:
+    def __init__(self, *args):
+        pass
+
+
+class _Refusing:
+    def __init__(self, *args):
+        self.mallopt = lambda *a: 0
+
+
+@pytest.mark.parametrize("cdll", [_NoMallopt, _Refusing], ids=["no mallopt (not glibc)", "a value refused"])
+def test_steady_allocator_reports_false_where_it_cannot_set_the_thresholds(monkeypatch, cdll):
+    monkeypatch.setattr(throughput.ctypes, "CDLL", cdll)
+    assert throughput.steady_allocator() is False
 
 
 def test_rounds_refuse_bad_arguments():

@@ -35,10 +35,12 @@ def speed_table(models: dict[str, nn.Module], shape: tuple[int, int, int], *, de
 
     A *process set* is one such group of fresh processes; each set is spawned, warmed up and timed after the
     previous one has ended. Rounds within a set share their processes (their memory layout, their cores, the
-    machine's state at the time); independent sets do not, and on a shared CPU they differ far more than the
-    rounds of one set do (PE/single ratios 0.45-0.86 over five runs of Fig. 1, each with an interval of a few
-    hundredths: ``benchmarks/results/speed_verdicts.json``). Several sets let :func:`speed_ratio` give an
-    interval that covers that run-to-run spread. Neither covers other machines.
+    machine's state at the time); independent sets do not, and they differ more than the rounds of one set do.
+    Most of that difference was the processes' allocator: until the timing processes fixed it
+    (:func:`ensdiv.models.throughput.steady_allocator`), a fresh process ran the same model up to 3x slower or
+    faster than the next, and five runs of Fig. 1 gave PE/single from 0.45 to 0.86
+    (``benchmarks/results/timing_allocator.json``). Several sets let :func:`speed_ratio` give an interval that
+    covers what is left of that run-to-run spread. Neither covers other machines.
     """
     for dt in dtypes:
         if dt not in TIMING_DTYPES:
