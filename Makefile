@@ -72,8 +72,8 @@ test: setup browser
 	# every page of the smoke book those tests executed, rendered and opened in a browser (#32)
 	ENSDIV_TEST_BOOK=$(TEST_BOOK) $(PY) -m pytest -q tests/book_pages_check.py
 
-# the pages whose dry-run ledger entry (tests/dry_runs.json) is missing or stale, each recorded there when it
-# passes; DRY_ALL=1 runs every page (about 40 minutes on two cores)
+# the pages whose dry-run ledger entry (tests/dry_runs.json) is missing or stale (make test also runs three every
+# time), each recorded there when it passes; DRY_ALL=1 runs every page (about 40 minutes on two cores)
 dry-run: setup
 	# one worker: two ImageNet-size trainings at once (Packed-Ensembles Table 2 beside design-diversity Sec. 4.3.1)
 	# peaked at about 11 GB each and the kernel killed one on the 24 GB machine

@@ -101,10 +101,11 @@ def _page_record(rows: list[dict], runs: int) -> dict:
 def _write(pages: dict, scale: str, runs: int) -> None:
     write("speed_verdicts", {
         "description": "Packed-Ensembles Fig. 1, Fig. 3 and App. H executed several times in a row: the verdict and "
-                       "every speed check per run (each model timed in a process of its own, "
-                       "ed.models.throughput_rounds; a ratio's interval over the page's independent process sets). "
-                       "The runs before process sets, one set of 15 or 10 rounds per run, are in "
-                       "speed_verdicts_one_process_set.json",
+                       "every speed check per run (each model timed in a process of its own whose allocator keeps "
+                       "freed memory, ed.models.throughput_rounds and ensdiv.models.throughput.steady_allocator; a "
+                       "ratio's interval over the page's independent process sets). The runs with glibc's default "
+                       "allocator are in speed_verdicts_default_allocator.json, the runs before process sets (one "
+                       "set of 15 or 10 rounds per run) in speed_verdicts_one_process_set.json",
         "scale": scale, "runs": runs, "pages": pages,
         "verdict": "agree" if all(p["agree"] for p in pages.values()) else "DISAGREE",
     })

@@ -11,9 +11,10 @@ models are taken side by side (a ratio is paired by round) and no model is alway
 A timing process fixes glibc's allocator first (:func:`steady_allocator`). Without it the timer measured the
 kernel's page faults as much as the model: a process that had never freed a large block returned every freed
 activation to the kernel and faulted it back in on the next pass, at a speed that depended on what the process
-happened to allocate first (measured, 27 Nov 2026, the small ResNet of Packed-Ensembles Fig. 1 on one thread,
-batch 128: 2,600-4,900 images/s in fresh processes against 7,100-8,100 with the allocator fixed, and PE-(2, 4, 2)
-760-2,400 against 3,600-4,100; `benchmarks/results/speed_verdicts.json`).
+happened to allocate first (`benchmarks/bench_timing_allocator.py`, 27 Nov 2026: the small ResNet of
+Packed-Ensembles Fig. 1 on one thread, batch 128, six process sets each way: 3,039-4,907 images/s with glibc's
+default allocator against 7,289-7,921 with it fixed, and PE-(2, 4, 2) 1,533-2,419 against 3,685-4,020;
+`benchmarks/results/timing_allocator.json`).
 """
 
 from __future__ import annotations
