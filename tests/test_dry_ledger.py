@@ -32,7 +32,8 @@ def project(tmp_path, monkeypatch):
     """A project root: a package module, the fake-data generator, book/data and two notebooks."""
     monkeypatch.setattr(ledger, "_HASHES", {})  # files here are rewritten within one modification-time tick
     (tmp_path / "ensdiv" / "data" / "paper").mkdir(parents=True)
-    (tmp_path / "ensdiv" / "data" / "paper" / "fake.py").write_text("def write_fake_data():\n    return 1\n")
+    (tmp_path / "ensdiv" / "data" / "paper" / "fake.py").write_text(
+        "def write_fake_data():\n    return 1\n\n\nclass Layout:\n    def size(self):\n        return 8\n")
     (tmp_path / "ensdiv" / "mod.py").write_text(MODULE)
     (tmp_path / "book" / "data").mkdir(parents=True)
     (tmp_path / "book" / "data" / "record.json").write_text("{}")
@@ -106,6 +107,9 @@ def test_a_removed_function_re_runs_the_page(project):
     (lambda root: (root / "book" / "data" / "record.json").write_text('{"x": 1}'), "book/data changed"),
     (lambda root: (root / "ensdiv" / "data" / "paper" / "fake.py").write_text("def write_fake_data():\n    return 2\n"),
      "the fake-data generator changed"),
+    (lambda root: (root / "ensdiv" / "data" / "paper" / "fake.py").write_text(
+        (root / "ensdiv" / "data" / "paper" / "fake.py").read_text().replace("return 8", "return 9")),
+     "the fake-data generator changed"),  # a method's body, not only a top-level function's
     (lambda root: (root / "notebooks" / "a.ipynb").unlink(), "the notebook is gone"),
 ])
 def test_what_the_page_read_besides_code_re_runs_it(project, change, reason):

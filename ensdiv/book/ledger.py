@@ -43,21 +43,21 @@ RECORD_ENV = "ENSDIV_DRY_RECORD"
 
 
 def harness_hash(root: Path | None = None) -> str:
-    """Hash of what prepares a dry run outside the page: the fake-data generator, without docstrings."""
-    root = Path(root or project_root())
-    return tracing.combined(tracing.code_hashes([(str(root / "ensdiv/data/paper/fake.py"), "<module>")]
-                                                + _definitions(root / "ensdiv/data/paper/fake.py")))
-
-
-def _definitions(file: Path) -> list[tuple[str, str]]:
+    """Hash of what prepares a dry run outside the page: the whole fake-data generator module (every definition,
+    methods included), docstrings and comments left out; ``""`` when it cannot be read."""
     import ast
 
     try:
-        tree = ast.parse(file.read_text(encoding="utf-8"))
+        tree = ast.parse((Path(root or project_root()) / "ensdiv/data/paper/fake.py").read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
-        return []
-    return [(str(file), node.name) for node in tree.body
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
+        return ""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body \
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return sha(ast.dump(tree).encode())
 
 
 def _key(notebook: Path, root: Path) -> str:
