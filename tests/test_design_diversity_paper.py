@@ -37,9 +37,7 @@ def fake_imagenet(tmp_path, monkeypatch):
     declare_class_subset(data / "imagenet-v2" / "imagenetv2-matched-frequency-format-val", ["0", "7", "999"])
     monkeypatch.setenv("ENSDIV_DATA", str(data))
     monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path / "cache"))
-    ch._paper_folder_set.cache_clear()
-    yield data
-    ch._paper_folder_set.cache_clear()
+    return data  # the stream sets are memoised per $ENSDIV_DATA: a fresh folder is read afresh
 
 
 class _MeanColour(nn.Module):
@@ -81,8 +79,6 @@ def test_paper_logits_of_a_pretrained_model_are_cached(fake_imagenet):
 def test_paper_set_missing_folder_is_one_sentence(tmp_path, monkeypatch):
     monkeypatch.setenv("ENSDIV_DATA", str(tmp_path / "empty"))
     (tmp_path / "empty").mkdir()
-    ch._paper_folder_set.cache_clear()
     cfg = ch.preset("fig05_06_ensemble_diversity", "paper", verbose=False, eval_images=2)
     with pytest.raises(Exception, match="ImageNetV2"):
         ch.eval_set(cfg, "v2")
-    ch._paper_folder_set.cache_clear()

@@ -3,7 +3,9 @@
 Two CPU processes are given the environment ``torchrun --nproc_per_node=2`` sets (as ``tests/test_ddp.py`` does
 for training). The SAT matrix of three small models: each rank attacks only its share of the source models, the
 cache merges them, and both ranks end with the matrix one process computes alone. The logits of three trained
-recipes (``ed.predict_many``): each rank evaluates its share, and both return every model's logits.
+recipes (``ed.predict_many``): each rank evaluates its share, and both return every model's logits. The saliency
+maps of three models (design-diversity's ``chapter_attributions``), and Fig. 9's Saliency and Integrated-Gradients
+maps of each (``pair_diversity``): each rank computes its share, and both return what one process computes alone.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def _rank(rank: int, world: int, port: int, job: str, out_dir: str, store_dir: s
     """One rank of a two-process job: ``job`` (``"sat"`` or ``"predict"``) with the shared cache ``store_dir``;
     what it returned and what it computed itself, saved as ``<job><rank>.pt``."""
     _join(rank, world, port)
-    result, done = (_sat if job == "sat" else _predict)(store_dir)
+    result, done = {"sat": _sat, "predict": _predict, "attr": _attributions, "methods": _attr_methods}[job](store_dir)
     torch.save({"result": result, "done": done}, os.path.join(out_dir, f"{job}{rank}.pt"))
 
 
@@ -142,3 +144,89 @@ def test_two_ranks_split_the_predictions_of_trained_recipes(tmp_path, monkeypatc
     assert calls == 0  # the ranks cached every prediction
     for r in ranks:
         assert torch.equal(r["result"], alone) and alone.shape == (3, 64, 10)
+
+
+@pytest.fixture()
+def alone_cache(tmp_path, monkeypatch) -> str:
+    """One process outside any job, with a cache folder of its own (its path)."""
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path / "alone"))
+    return str(tmp_path / "alone")
+
+
+def _tiny_cnns() -> list[torch.nn.Module]:
+    members = []
+    for k in range(3):
+        torch.manual_seed(k)
+        m = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Flatten(), torch.nn.Linear(2 * 26 * 26, 10))
+        m.ensdiv_cache_id = {"module": "tiny-cnn", "seed": k}  # what keys its cached maps
+        m.ensdiv_name = f"tiny-cnn-{k}"  # what names its pairs in Fig. 9's table
+        members.append(m)
+    return members
+
+
+def _counting_attributions(members: list, call):
+    """``call()`` with ``ensdiv.metrics.attributions`` counting which member (by position) it is asked for."""
+    import ensdiv.metrics as mt
+
+    done, real = [], mt.attributions
+
+    def counting(net, *args, **kw):
+        done.append(next(i for i, m in enumerate(members) if m is net))
+        return real(net, *args, **kw)
+
+    mt.attributions = counting
+    try:
+        return call(), done
+    finally:
+        mt.attributions = real
+
+
+def _attributions(store_dir: str) -> tuple[torch.Tensor, list[int]]:
+    """Design-diversity's saliency maps of three small CNNs on a smoke page's images, cached in ``store_dir``;
+    which members this process computed."""
+    from ensdiv.chapters import design_diversity as dd
+
+    os.environ["ENSDIV_CACHE"] = store_dir
+    cfg = dd.preset("fig05_06_ensemble_diversity", "smoke", attr_images=6, verbose=False)
+    members = _tiny_cnns()
+    maps, done = _counting_attributions(members, lambda: dd.chapter_attributions(cfg, members, "clean")[0])
+    return maps, done
+
+
+def _attr_methods(store_dir: str) -> tuple[dict, list[int]]:
+    """Fig. 9's pair table (Saliency and two Integrated-Gradients settings) of three small CNNs, cached in
+    ``store_dir``; which (method, member) maps this process computed, as member positions in order."""
+    from ensdiv.chapters import design_diversity_training as ddt
+
+    os.environ["ENSDIV_CACHE"] = store_dir
+    cfg = ddt.preset("fig09_saliency_vs_ig", "smoke", fig9_images=4, ig_steps=[1, 2], verbose=False)
+    members = _tiny_cnns()
+    (table, secs), done = _counting_attributions(members, lambda: ddt.pair_diversity(cfg, members))
+    return {"table": torch.tensor(table.to_numpy()), "columns": list(table.columns), "seconds": secs.to_dict()}, done
+
+
+@pytest.mark.slow
+def test_two_ranks_split_the_attributions_and_agree_with_one_process(tmp_path, alone_cache):
+    alone, done_alone = _attributions(alone_cache)
+    assert done_alone == [0, 1, 2] and alone.shape == (3, 6, 1, 28, 28)
+    assert len({float(m.abs().sum()) for m in alone}) == 3  # three different models, three different maps
+    ranks = _two_ranks("attr", tmp_path, tmp_path / "shared")
+    assert [r["done"] for r in ranks] == [[0, 2], [1]]  # each member computed by one rank, round robin
+    for r in ranks:  # every rank returns all three members' maps, the ones one process computes
+        assert torch.equal(r["result"], alone)
+
+
+@pytest.mark.slow
+def test_two_ranks_split_the_fig9_attribution_methods_and_agree_with_one_process(tmp_path, alone_cache):
+    alone, done_alone = _attr_methods(alone_cache)
+    assert done_alone == [0, 1, 2] * 3  # Saliency, IG 1, IG 2: each model once per method
+    assert alone["columns"] == ["Saliency", "IG 1", "IG 2"] and alone["table"].shape == (3, 3)  # 3 pairs
+    ranks = _two_ranks("methods", tmp_path, tmp_path / "shared")
+    # the nine (method, model) items in the round robin: rank 0 items 0, 2, 4, 6, 8; rank 1 items 1, 3, 5, 7
+    assert [r["done"] for r in ranks] == [[0, 2, 1, 0, 2], [1, 0, 2, 1]]
+    for r in ranks:  # every rank returns the whole table: what one process computes alone
+        torch.testing.assert_close(r["result"]["table"], alone["table"])
+        assert r["result"]["columns"] == alone["columns"]
+        assert r["result"]["seconds"].keys() == alone["seconds"].keys()

@@ -40,6 +40,7 @@ from ensdiv.chapters.design_diversity.layers import corresponding_layers, corres
 from ensdiv.chapters.design_diversity.supernet import select_configs, subnetworks, supernet
 from ensdiv.errors import EnsdivError, unknown_name
 from ensdiv.losses import ENSEMBLE_LOSSES, INPUT_LOSSES
+from ensdiv.shards import fan_out
 from ensdiv.train import model_cache_config
 
 SLUG = dd.SLUG
@@ -170,27 +171,33 @@ def pair_diversity(cfg: Any, models: Sequence[nn.Module], key: str = "clean") ->
     """Eq. 7 of every pair of ``models`` under each attribution method of ``cfg.ig_steps`` (plus Saliency), on
     ``cfg.fig9_images`` images of set ``key``; absolute attributions, Integrated Gradients from a black (all-zero)
     baseline, target = the label. Returns ``(pairs × methods scores, seconds per method)``; maps and their
-    compute time are cached per model and method."""
+    compute time are cached per model and method. Under ``torchrun`` the (method, model) maps are split across the
+    job's ranks (:func:`ensdiv.shards.fan_out`), and every rank returns the whole table."""
     data, name, idx = eval_set(cfg, key, cfg["fig9_images"])
     set_key = dd.eval_set_key(data, name, idx)
-    maps: dict[str, list[torch.Tensor]] = {}
-    secs: dict[str, float] = {}
-    for label, opts in attribution_methods(cfg["ig_steps"]).items():
-        maps[label], secs[label] = [], 0.0
-        for m in models:
-            conf = {"version": 1, "model": m.ensdiv_cache_id, "set": set_key, "abs": True, "target": "label",
-                    "baseline": 0.0, **opts}  # fmt: skip
+    methods = attribution_methods(cfg["ig_steps"])
+    items = [(label, k) for label in methods for k in range(len(models))]
 
-            def compute(m=m, opts=opts) -> dict:
-                for p in m.parameters():
-                    p.requires_grad_(False)
-                t0 = time.perf_counter()
-                a = ed.metrics.attributions(m.eval(), data.x, data.y, abs=True, batch_size=cfg["attr_batch"], **opts)
-                return {"maps": a, "seconds": torch.tensor(time.perf_counter() - t0)}
+    def method_maps(item: tuple[str, int]) -> dict:
+        label, k = item
+        m, opts = models[k], methods[label]
+        conf = {"version": 1, "model": m.ensdiv_cache_id, "set": set_key, "abs": True, "target": "label",
+                "baseline": 0.0, **opts}  # fmt: skip
 
-            got = ed.cached("dd-attr-methods", conf, compute)
-            maps[label].append(got["maps"])
-            secs[label] += float(got["seconds"])
+        def compute() -> dict:
+            for p in m.parameters():
+                p.requires_grad_(False)
+            t0 = time.perf_counter()
+            a = ed.metrics.attributions(m.eval(), data.x, data.y, abs=True, batch_size=cfg["attr_batch"], **opts)
+            return {"maps": a, "seconds": torch.tensor(time.perf_counter() - t0)}
+
+        return ed.cached("dd-attr-methods", conf, compute)
+
+    maps: dict[str, list[torch.Tensor]] = {label: [] for label in methods}
+    secs: dict[str, float] = dict.fromkeys(methods, 0.0)
+    for (label, _), got in zip(items, fan_out(items, method_maps, desc="attributions"), strict=True):
+        maps[label].append(got["maps"])
+        secs[label] += float(got["seconds"])
     pairs = [(i, j) for i in range(len(models)) for j in range(i + 1, len(models))]
     rows = {}
     for i, j in pairs:

@@ -17,7 +17,7 @@ from ensdiv.models.paper import PAPER_MODELS, PixelModel, paper_models, sat_mode
 from ensdiv.models.registry import ModelEntry, create_model, is_registered, list_models, model_info, register_model
 from ensdiv.models.stack import BackboneWithHeads, HeadStack, MemberStack, penultimate
 from ensdiv.models.stats import count_mult_adds, count_params
-from ensdiv.models.throughput import inference_throughput, throughput_rounds, training_throughput
+from ensdiv.models.throughput import inference_throughput, steady_allocator, throughput_rounds, training_throughput
 
 __all__ = [
     "PAPER_MODELS",
@@ -52,4 +52,5 @@ __all__ = [
     "to_members",
     "training_throughput",
     "throughput_rounds",
+    "steady_allocator",
 ]

@@ -19,8 +19,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Sequence
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,10 +37,12 @@ from ensdiv.chapters.design_diversity.paper import (
     PAPER_ZOO_STANDS_FOR,
 )
 from ensdiv.chapters.zoo import zoo_recipes
-from ensdiv.data.fashion import data_home
+from ensdiv.data.paper.stream import stream_tensor_set
+from ensdiv.data.registry import subset_indices
 from ensdiv.errors import unknown_name
 from ensdiv.predict import dataset_fingerprint
 from ensdiv.report.uncertainty import member_resample
+from ensdiv.shards import fan_out
 from ensdiv.train import model_cache_config
 
 SLUG = "design-diversity"
@@ -146,42 +146,20 @@ def subset_index(n_total: int, n: int, seed: int) -> torch.Tensor:
     """Sorted indices of a seeded subset of ``n`` of ``n_total`` samples (all when ``n`` is 0 or too large).
 
     The first ``n`` entries of one seeded permutation: a smaller subset (the attribution images) lies
-    inside a larger one (the evaluation images) drawn with the same seed.
+    inside a larger one (the evaluation images) drawn with the same seed. The registry's draw
+    (:func:`ensdiv.data.registry.subset_indices`), so a paper-scale folder set read with
+    :func:`ensdiv.data.paper.stream.stream_tensor_set` takes the same rows.
     """
-    if not n or n >= n_total:
-        return torch.arange(n_total)
-    return torch.randperm(n_total, generator=torch.Generator().manual_seed(int(seed)))[:n].sort().values
+    return subset_indices(n_total, n, seed=int(seed))
 
 
-def _pil_224():
-    from torchvision.transforms import v2
-
-    return v2.Compose([v2.Resize(256, interpolation=v2.InterpolationMode.BILINEAR, antialias=True),
-                       v2.CenterCrop(224), v2.PILToTensor()])  # fmt: skip
-
-
-def _sub_root(name: str) -> Path:
-    root = data_home()
-    return root / name if (root / name).is_dir() else root
-
-
-@lru_cache(maxsize=1)
-def _paper_folder_set(key: str, n: int, seed: int, root: str) -> ed.TensorSet:
-    """ImageNet-V2 / -C̄ from local folders: a seeded subset of ``n`` images, resized and cropped to 224."""
+def _paper_set_name(key: str) -> str:
+    """The stream set behind a paper-scale evaluation set key other than ``clean``: ImageNet-V2 or an ImageNet-C̄
+    corruption at the paper's strength."""
     if key == "v2":
-        ds = ed.load_paper_set("imagenet-v2", _sub_root("imagenet-v2"), transform=_pil_224())
-        name = "imagenet-v2"
-    else:
-        corruption, strength = _CBAR[key]
-        ds = ed.load_paper_set("imagenet-cbar", _sub_root("imagenet-cbar"), corruption=corruption,
-                               strength=strength, transform=_pil_224())  # fmt: skip
-        name = f"imagenet-cbar/{corruption}/{strength:.1f}"
-    idx = subset_index(len(ds), n, seed).tolist()
-    x = torch.stack([ds[i][0] for i in idx]).float().div_(255.0)
-    y = torch.tensor([int(ds.targets[i]) for i in idx], dtype=torch.long)
-    # labels are indices into ImageNet-1k's 1000 classes, whichever classes the folder happens to hold
-    return ed.TensorSet(x, y, f"{name}[{n}@{seed}]", ed.data.paper.sets.imagenet_wnids(),
-                        f"{name}, {len(idx)} images drawn with seed {seed}")  # fmt: skip
+        return "imagenet-v2"
+    corruption, strength = _CBAR[key]
+    return f"imagenet-cbar/{corruption}/{strength:.1f}"
 
 
 def eval_set(cfg: Any, key: str, n: int | None = None) -> tuple[ed.TensorSet, str, torch.Tensor | None]:
@@ -211,7 +189,9 @@ def eval_set(cfg: Any, key: str, n: int | None = None) -> tuple[ed.TensorSet, st
         sub = full if len(idx) == len(full) else ed.TensorSet(full.x[idx], full.y[idx], f"{full.name}[{n}@{seed}]",
                                                               full.classes)  # fmt: skip
         return sub, full.name, None
-    data = _paper_folder_set(key, int(n), int(seed), str(data_home()))
+    # ImageNet-V2 / -C̄ from their folders: the seeded subset framed as every paper-scale evaluation set (resized to
+    # 256, centre crop 224, [0, 1] pixels); labels index ImageNet-1k's 1000 classes, whichever a folder holds
+    data = stream_tensor_set(_paper_set_name(key), int(n), seed=int(seed))
     return data, data.name, None
 
 
@@ -255,15 +235,18 @@ def chapter_attributions(cfg: Any, members: Sequence[Any], key: str) -> tuple[to
 
     captum Saliency with respect to the logit of the true label, absolute values when ``cfg.attr_abs``
     (captum's and the paper's default). Computed once per (model, set, images) and cached in bfloat16.
+    Under ``torchrun`` the members are split across the job's ranks (:func:`ensdiv.shards.fan_out`: each rank
+    computes its share into the cache, then every rank reads all of them); a recipe member must be trained
+    before (as :func:`chapter_logits` does on every rank), a training being every rank's collective.
     """
     data, name, idx = eval_set(cfg, key, cfg["attr_images"])
     set_key = eval_set_key(data, name, idx)
-    maps = []
-    for m in members:
+
+    def member_maps(m: Any) -> torch.Tensor:
         conf = {"version": ATTR_VERSION, "model": member_cache_config(m), "set": set_key, "method": "saliency",
                 "abs": bool(cfg["attr_abs"]), "target": "label"}  # fmt: skip
 
-        def compute(m=m) -> dict:
+        def compute() -> dict:
             net = member_module(m)
             for p in net.parameters():
                 p.requires_grad_(False)  # gradients w.r.t. the input only
@@ -271,8 +254,9 @@ def chapter_attributions(cfg: Any, members: Sequence[Any], key: str) -> tuple[to
                                         batch_size=cfg["attr_batch"])  # fmt: skip
             return {"maps": a.to(torch.bfloat16)}
 
-        maps.append(ed.cached("dd-attributions", conf, compute)["maps"].float())
-    return torch.stack(maps), data.y
+        return ed.cached("dd-attributions", conf, compute)["maps"].float()
+
+    return torch.stack(fan_out(members, member_maps, desc="attributions")), data.y
 
 
 # ---- tables and sweeps -------------------------------------------------------------------------------------

@@ -320,9 +320,9 @@ PRESETS = {
     # CPU 16-bit kernels are emulated and slow, so cpu times float32 only; smoke runs both to test the path).
     "packed-ensembles/appH_training_speed": {
         # repeats: timing rounds in each process set, every model once per round; process_sets: independent
-        # sets of fresh timing processes (at least 2: a ratio's interval is over the sets, as in Fig. 1). A
-        # round costs about 2 min on the cpu machine (ResNet-18's four-member ensemble trains 10 steps), so
-        # cpu keeps 3 sets of 2 rounds: 6 rounds and 3 warm-ups, about the cost of the former 10 rounds in one set
+        # sets of fresh timing processes (at least 2: a ratio's interval is over the sets, as in Fig. 1). cpu
+        # keeps 3 sets of 2 rounds (ResNet-18's four-member ensemble trains 10 steps a round): about 10 min on the
+        # cpu machine with the steady allocator (18 min before it), five runs giving the same verdict
         # timing_threads: each model is timed in a process of its own pinned to this many threads
         "common": {"num_estimators": 4, "archs": ["small", "resnet18"], "batch": 64, "train_batch": 32,
                    "repeats": 2, "process_sets": 3, "train_steps": 10, "widths": [16, 32, 64],
