@@ -136,6 +136,66 @@ def rebuild_after_change(how: str, target: str, *, executed_only: bool = False) 
             "rerun_s": round(sum(n["seconds"] for n in row.get("notebooks", [])), 1)}
 
 
+#: The edits ``--ledger-edits`` measures: (what, file, how), ``how`` as :func:`apply_edit` reads it.
+LEDGER_EDITS = {
+    "a_function_added_to_a_metric_module": ("ensdiv/metrics/diversity.py", "append"),
+    "a_docstring_edit": ("ensdiv/metrics/diversity.py:disagreement", "docstring"),
+    "a_change_to_one_metric": ("ensdiv/metrics/diversity.py:disagreement", "code"),
+    "a_change_to_the_training_loop": ("ensdiv/train/loop.py:fit", "code"),
+    "a_change_to_one_pages_preset": ("ensdiv/chapters/sed/__init__.py", "preset"),
+}
+
+
+def apply_edit(source: str, target: str, how: str) -> str:
+    """``source`` edited as ``how`` says: ``append`` adds a new function at the end of the module, ``preset``
+    changes one value of one page's preset (SED Table 1's ``"show"``), ``docstring``/``code`` as :func:`edited`."""
+    if how == "append":
+        return source + "\n\ndef _bench_added(x):\n    return x\n"
+    if how == "preset":
+        old = '"sed/tab01_unique": _scaled(),'
+        if old not in source:
+            raise SystemExit("SED Table 1's preset line is not where bench_book expects it")
+        return source.replace(old, '"sed/tab01_unique": {**_scaled(), "bench_added": 1},', 1)
+    return edited(source, target.partition(":")[2], how)
+
+
+def ledger_rebuild() -> dict:
+    """For each edit of :data:`LEDGER_EDITS`: make it on disk, ask the dry-run ledger which pages are stale
+    (:func:`ensdiv.book.ledger.stale_reason`, the same code ``make test`` asks), restore the file. What that
+    costs is the sum of those pages' recorded dry-run seconds; the same records decide the book's pages (their
+    executed copies keep the same kind of record)."""
+    from ensdiv.book import ledger
+
+    book = ledger.read_ledger(ROOT / ledger.LEDGER)
+    pages = sorted(book["pages"])
+    before = {p: ledger.stale_reason(book, ROOT / p, root=ROOT) for p in pages}
+    if any(before.values()):
+        raise SystemExit(f"the ledger is not current ({sum(map(bool, before.values()))} stale pages): "
+                         "run make dry-run first")
+    rows = {}
+    for name, (target, how) in LEDGER_EDITS.items():
+        file = ROOT / target.partition(":")[0]
+        original = file.read_text()
+        t0 = time.perf_counter()
+        file.write_text(apply_edit(original, target, how))
+        try:
+            stale = {p: ledger.stale_reason(book, ROOT / p, root=ROOT) for p in pages}
+        finally:
+            file.write_text(original)
+        rerun = sorted(p for p, why in stale.items() if why)
+        rows[name] = {"edit": f"{how} of {target}", "pages_rerun": len(rerun), "of": len(pages),
+                      "dry_run_s": round(sum(book["pages"][p].get("seconds", 0) for p in rerun), 1),
+                      "pages": [p.removeprefix("notebooks/") for p in rerun],
+                      "reasons": sorted({stale[p] for p in rerun}),
+                      "decided_in_s": round(time.perf_counter() - t0, 1)}
+        print(f"{name}: {len(rerun)} of {len(pages)} pages re-run, "
+              f"{rows[name]['dry_run_s'] / 60:.1f} min of dry runs", flush=True)
+    return {"note": "pages whose dry-run ledger entry an edit makes stale (make test / make dry-run re-run them); "
+                    "dry_run_s: the sum of their recorded dry-run times", "edits": rows,
+            "all_pages_dry_run_s": round(sum(e.get("seconds", 0) for e in book["pages"].values()), 1),
+            "time": time.strftime("%F %T")}
+
+
 def zoo_throughput(cache: Path, scale: str = "cpu") -> dict:
     """Achieved images/s of each supervised zoo model in ``cache`` vs the raw training step (train.json)."""
     from ensdiv.chapters import zoo
@@ -183,8 +243,15 @@ def main() -> None:
                         help="with --change: the top-level function to edit")
     parser.add_argument("--executed-only", action="store_true",
                         help="with --change: `ensdiv run` the pages already executed, not the whole book")
+    parser.add_argument("--ledger-edits", action="store_true",
+                        help="only measure which pages five kinds of edit re-run, from the dry-run ledger")
     args = parser.parse_args()
     out = ROOT / "benchmarks" / "results" / "book.json"
+    if args.ledger_edits:
+        payload = json.loads(out.read_text()) if out.exists() else {}
+        payload["rebuild_by_edit"] = ledger_rebuild()
+        out.write_text(json.dumps(payload, indent=2))
+        return
     if args.change:
         row = rebuild_after_change(args.change, args.target, executed_only=args.executed_only)
         if args.note:

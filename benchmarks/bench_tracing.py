@@ -1,12 +1,14 @@
-"""The cost of recording which package code a page runs (``ensdiv.tracing``, #34).
+"""The cost of recording which package code runs (``ensdiv.tracing``): for a page, and for a cache entry.
 
-``ensdiv run``/``ensdiv book`` trace every page's kernel: a global ``sys.settrace`` function sees each new
-Python frame and returns at once for code objects it has seen. The overhead is one Python call per Python
-function call of the page. This benchmark times the same work in fresh processes, traced and untraced, side by
-side, alternating, on the machine as it is (run it idle): the training engine's ``fit`` of a small CNN on
-Fashion-MNIST-sized tensors (Python-heavy per step: the loop, Lightning Fabric, the modules' ``__call__``),
-and a paired bootstrap of the report (pure numpy/scipy). Run: ``python benchmarks/bench_tracing.py [--quick]``;
-writes ``benchmarks/results/tracing.json`` with each workload's median seconds and the traced/untraced ratio.
+One global ``sys.settrace`` function sees each new Python frame. Under a page's log (``ensdiv run``/``ensdiv
+book``) it looks each code object up once per process; while a cache entry is being computed (a store miss
+opens a recorder) it also adds the code object to the recorder's set on every call. The overhead is one Python
+call per Python function call. This benchmark times the same work in fresh processes, untraced, under a page
+log, and inside an entry's recorder, side by side, alternating, on the machine as it is (run it idle): the
+training engine's ``fit`` of a small CNN on Fashion-MNIST-sized tensors (Python-heavy per step: the loop,
+Lightning Fabric, the modules' ``__call__``), and a paired bootstrap of the report (pure numpy/scipy). Run:
+``python benchmarks/bench_tracing.py [--quick]``; writes ``benchmarks/results/tracing.json`` with each workload's
+median seconds and the traced/untraced and recorded/untraced ratios.
 """
 
 from __future__ import annotations
@@ -41,12 +43,17 @@ WORK = {
 }
 
 
-def _time(code: str, traced: bool) -> tuple[float, float]:
+MODES = ("untraced", "page", "entry")
+
+
+def _time(code: str, mode: str) -> tuple[float, float]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("ENSDIV_TRACE_LOG", None)
     with tempfile.TemporaryDirectory() as tmp:
-        if traced:
+        if mode == "page":
             env["ENSDIV_TRACE_LOG"] = str(Path(tmp) / "trace.log")
+        if mode == "entry":  # what a store miss does: the work runs inside an entry's recorder
+            code = f"tr.begin('bench')\n{code}\ntr.end('bench')\n"
         # the import of ensdiv (torch, timm, scipy: every Python frame of their imports is seen once) is timed
         # apart from the work, which is what a page repeats
         # (both import the same third-party packages first, as the traced import does: ensdiv.tracing.PRELOAD)
@@ -68,17 +75,21 @@ def main() -> None:
     rows = {}
     for name, code in WORK.items():
         code = f"N = {n}\n{code}"
-        times = {False: [], True: []}
-        for _ in range(repeats):  # alternate, so drift hits both alike
-            for traced in (False, True):
-                times[traced].append(_time(code, traced))
-        imp = [statistics.median(t[0] for t in times[k]) for k in (False, True)]
-        plain, traced = (statistics.median(t[1] for t in times[k]) for k in (False, True))
-        rows[name] = {"untraced_s": round(plain, 3), "traced_s": round(traced, 3), "ratio": round(traced / plain, 3),
-                      "import_untraced_s": round(imp[0], 3), "import_traced_s": round(imp[1], 3),
+        times: dict[str, list] = {m: [] for m in MODES}
+        for _ in range(repeats):  # alternate, so drift hits every mode alike
+            for mode in MODES:
+                times[mode].append(_time(code, mode))
+        imp = {m: statistics.median(t[0] for t in times[m]) for m in MODES}
+        work = {m: statistics.median(t[1] for t in times[m]) for m in MODES}
+        rows[name] = {"untraced_s": round(work["untraced"], 3), "traced_s": round(work["page"], 3),
+                      "recorded_s": round(work["entry"], 3),
+                      "ratio": round(work["page"] / work["untraced"], 3),
+                      "recorded_ratio": round(work["entry"] / work["untraced"], 3),
+                      "import_untraced_s": round(imp["untraced"], 3), "import_traced_s": round(imp["page"], 3),
                       "repeats": repeats, "n": n}
-        print(f"{name:<18} work untraced {plain:7.2f} s  traced {traced:7.2f} s  ratio {traced / plain:.3f}; "
-              f"import {imp[0]:.2f} s vs {imp[1]:.2f} s", flush=True)
+        print(f"{name:<18} work untraced {work['untraced']:7.2f} s  page log {work['page']:7.2f} s  "
+              f"entry recorder {work['entry']:7.2f} s; import {imp['untraced']:.2f} s vs {imp['page']:.2f} s",
+              flush=True)
     write("tracing", {"workloads": rows, "load_average": os.getloadavg(), "time": time.strftime("%F %T")})
 
 

@@ -23,10 +23,7 @@ from ensdiv.store import Store, cached, config_key, default_store
 from ensdiv.train.build import model_cache_config, train_recipe
 from ensdiv.train.recipes import Recipe
 
-__all__ = ["predict", "predict_many", "cached_predictions", "predictions_config", "run_model", "dataset_fingerprint",
-           "PREDICT_VERSION"]
-
-PREDICT_VERSION = 1
+__all__ = ["predict", "predict_many", "cached_predictions", "predictions_config", "run_model", "dataset_fingerprint"]
 
 
 def dataset_fingerprint(data: TensorSet) -> str:
@@ -114,8 +111,7 @@ def run_model(
 
 def predictions_config(recipe: Recipe, set_key: str, *, features: bool = False) -> dict:
     """The store config of ``recipe``'s predictions on the set keyed ``set_key``."""
-    return {"version": PREDICT_VERSION, "model": model_cache_config(recipe), "dataset": set_key,
-            "features": bool(features)}
+    return {"model": model_cache_config(recipe), "dataset": set_key, "features": bool(features)}
 
 
 def cached_predictions(recipe: Recipe, dataset: str | TensorSet, *, store: Store | None = None
@@ -127,7 +123,7 @@ def cached_predictions(recipe: Recipe, dataset: str | TensorSet, *, store: Store
     cfg = predictions_config(recipe, set_key)
     if not store.path("predictions", config_key(cfg)).exists():
         return None
-    out = store.load("predictions", cfg)
+    out = store.load("predictions", cfg, compute=False)
     return None if out is None else out["logits"]
 
 
@@ -160,12 +156,7 @@ def predict(
     if isinstance(model_or_recipe, Recipe):
 
         recipe = model_or_recipe
-        cfg = {
-            "version": PREDICT_VERSION,
-            "model": model_cache_config(recipe),
-            "dataset": set_key,
-            "features": bool(features),
-        }
+        cfg = predictions_config(recipe, set_key, features=features)
 
         def compute() -> dict[str, torch.Tensor]:
             model = train_recipe(recipe, store=store)

@@ -20,6 +20,18 @@ the folder usable (creatable and writable) before any work starts, in one senten
 
 Payloads must be what ``weights_only`` loading accepts: tensors, numbers, strings, and lists, tuples
 and dicts of those (state dicts included).
+
+**Keyed by the code that computed it.** The key is the configuration (the inputs); the entry also keeps a
+record of how it was computed: every unit of package code its computation ran, with the hash of its source
+(:mod:`ensdiv.tracing`; the units of entries it loaded included, so a prediction carries its model's training
+code), and the environment's fingerprint (:func:`ensdiv.environment.fingerprint`, the lock file's pins). A
+miss opens a recorder and the save closes it. A load serves an entry only while every unit in its record
+hashes as it did and the environment is the same; otherwise the entry is stale, the load is a miss that says
+why in one line (``model 3fa2…: recomputed, ensdiv/train/loop.py::fit changed``), and the caller's computation
+overwrites it. No version number is bumped by hand: a docstring or comment edit recomputes nothing, an edit to
+a function an entry's computation ran recomputes that entry and the entries computed from it. What a
+computation defined outside the package (a notebook's lambda) runs is not recorded: such an entry is keyed by
+its configuration and the environment only. :meth:`Store.stale_reason` says why an entry would not be served.
 """
 
 from __future__ import annotations
@@ -36,8 +48,10 @@ from typing import Any
 
 import torch
 
+from ensdiv import environment, tracing
 from ensdiv.errors import CacheError
 from ensdiv.paths import project_root
+from ensdiv.progress import line
 
 __all__ = ["Store", "default_store", "config_key", "cached", "CorruptEntryWarning", "StaleEntryWarning"]
 
@@ -184,15 +198,26 @@ class Store:
         _CHECKED.add(root)
         return root
 
+    def begin(self, kind: str, config: Mapping[str, Any]) -> None:
+        """Start recording the computation of an entry that is computed without a :meth:`load` first (a
+        forced retraining); a miss of :meth:`load` does this itself."""
+        tracing.begin(f"{kind}/{config_key(config)}")
+
     def save(self, kind: str, config: Mapping[str, Any], payload: Any) -> Path:
-        """Write ``payload`` under the key of ``config`` atomically; returns the final path."""
+        """Write ``payload`` under the key of ``config`` atomically, with the record of the code that computed
+        it (the recorder its miss, or :meth:`begin`, opened; without one, the units of the computations open
+        now, none for a value computed outside the package); returns the final path."""
         key = config_key(config)
         final = self.path(kind, key)
         _check_payload(payload)
+        units = tracing.end(f"{kind}/{key}")
+        if units is None:  # saved without a miss first: what an open computation ran so far, else a value
+            units = tracing.open_units()  # computed outside the package (a user's own put): no package code
+        code = {"units": tracing.entry_record(units), "environment": environment.fingerprint()}
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
             buf = io.BytesIO()
-            torch.save({"config": _canonical(config), "payload": payload}, buf)
+            torch.save({"config": _canonical(config), "payload": payload, "code": code}, buf)
             data = buf.getvalue()
             digest = hashlib.sha256(data).hexdigest().encode()
             fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{key[:8]}-", suffix=".tmp")
@@ -213,23 +238,36 @@ class Store:
         _note_access(self, final)
         return final
 
-    def load(self, kind: str, config: Mapping[str, Any]) -> Any | None:
+    def load(self, kind: str, config: Mapping[str, Any], *, compute: bool = True) -> Any | None:
         """Return the cached payload, or ``None`` on a miss.
 
         A corrupt entry, or one whose stored configuration is not ``config`` (an entry of another key
         copied or linked under this key's name), is a miss with a warning, and its file name under this
-        key is removed (a symbolic or hard link goes, not the other key's entry it points to).
+        key is removed (a symbolic or hard link goes, not the other key's entry it points to). An entry
+        computed by code that has changed since, or in another environment, is a miss that says why in one
+        line (it is overwritten when the caller saves the recomputed value). A miss starts recording the code
+        the caller's computation runs, for the entry :meth:`save` writes; ``compute=False`` (a caller that
+        only looks) records nothing.
         """
         key = config_key(config)
         final = self.path(kind, key)
         try:
             raw = final.read_bytes()  # no exists() first: an entry removed meanwhile is a plain miss
         except (FileNotFoundError, NotADirectoryError):
+            if compute:
+                tracing.begin(f"{kind}/{key}")
             return None
         obj = _decode(raw)
         if obj is not None and _stored_key(obj) == key:
-            _note_access(self, final)
-            return obj["payload"]
+            why = _code_changed(obj)
+            if why is None:
+                tracing.note_units(tracing.record_units(obj["code"]["units"]))
+                _note_access(self, final)
+                return obj["payload"]
+            line(f"{kind} {key[:10]}: recomputed, {why}")
+            if compute:
+                tracing.begin(f"{kind}/{key}")
+            return None
         if obj is None:
             msg = f"Cache entry {final} is corrupt (checksum or format mismatch); it is discarded and recomputed."
             category = CorruptEntryWarning
@@ -239,7 +277,22 @@ class Store:
             category = StaleEntryWarning
         warnings.warn(msg, category, stacklevel=2)
         final.unlink(missing_ok=True)
+        if compute:
+            tracing.begin(f"{kind}/{key}")
         return None
+
+    def stale_reason(self, kind: str, config: Mapping[str, Any]) -> str | None:
+        """Why the entry of ``config`` would not be served (``"missing"``, ``"corrupt"``, or what changed in
+        its code or environment), or ``None`` when a load would serve it."""
+        key = config_key(config)
+        try:
+            raw = self.path(kind, key).read_bytes()
+        except OSError:
+            return "missing"
+        obj = _decode(raw)
+        if obj is None or _stored_key(obj) != key:
+            return "corrupt"
+        return _code_changed(obj)
 
     def get_or_compute(self, kind: str, config: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
         """Load the entry for ``config``, or call ``compute()``, save its result and return it."""
@@ -284,9 +337,24 @@ def _decode(raw: bytes) -> dict | None:
         obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 - any unpickling failure means a bad entry
         return None
-    if not isinstance(obj, dict) or set(obj) != {"config", "payload"} or not isinstance(obj["config"], dict):
+    if not isinstance(obj, dict) or set(obj) - {"code"} != {"config", "payload"} \
+            or not isinstance(obj["config"], dict):
         return None
     return obj
+
+
+def _code_changed(obj: dict) -> str | None:
+    """Why a sound entry's record of its computation no longer holds (``None`` when it does)."""
+    code = obj.get("code")
+    if not isinstance(code, dict):
+        return "it has no record of the code that computed it"
+    if code.get("environment") != environment.fingerprint():
+        return f"the environment changed ({environment.describe()})"
+    units = code.get("units")
+    if not isinstance(units, dict):
+        return "the code that computed it was not recorded"
+    changed = tracing.changed_unit(units)
+    return None if changed is None else f"{changed} changed"
 
 
 def _stored_key(obj: dict) -> str | None:

@@ -36,10 +36,8 @@ from ensdiv.train.build import model_cache_config, train_recipe
 from ensdiv.train.recipes import Recipe
 
 __all__ = [
-    "SatResult", "sat_matrix", "sat_by_source", "sat_one_side", "sat_from_fooled", "SAT_VERSION",
+    "SatResult", "sat_matrix", "sat_by_source", "sat_one_side", "sat_from_fooled",
 ]
-
-SAT_VERSION = 1
 
 
 @dataclass
@@ -208,7 +206,7 @@ def _adversarial(model, recipe, data, data_key, attack_cfg, store, batch_size):
     if recipe is None:
         return compute()["x_adv"]
 
-    key = {"version": SAT_VERSION, "model": model_cache_config(recipe), **data_key, "attack": attack_cfg}
+    key = {"model": model_cache_config(recipe), **data_key, "attack": attack_cfg}
     return cached("sat-adv", key, compute, store=store)["x_adv"]
 
 
@@ -295,7 +293,7 @@ def sat_matrix(
 
     if all_recipes:
 
-        key = {"version": SAT_VERSION, "models": [model_cache_config(r) for r in recipes], **data_key,
+        key = {"models": [model_cache_config(r) for r in recipes], **data_key,
                "attack": attack_cfg}  # fmt: skip
         out = cached("sat-matrix", key, compute, store=store)
     else:
@@ -381,7 +379,7 @@ def sat_by_source(
         return {"preds": torch.stack(preds)}
 
     def row(s: int) -> torch.Tensor:
-        key = {"version": SAT_VERSION, "source": ids[s], "targets": ids, **data_key, "attack": attack_cfg}
+        key = {"source": ids[s], "targets": ids, **data_key, "attack": attack_cfg}
         return cached("sat-row", key, lambda: compute(s), store=store)["preds"]
 
     order = sets.order(loaded)

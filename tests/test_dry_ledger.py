@@ -1,5 +1,5 @@
 """The dry-run ledger (ensdiv.book.ledger): a page's dry run is repeated exactly when something it ran or read
-changed — code it executed (not a docstring, not code it did not run), a module-level constant it read, its
+changed — code it executed (not a docstring, not code it did not run), a module-level constant its code names, its
 notebook, book/data, the fake-data generator, a dependency's version, or a page whose dry cache it used."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from ensdiv import tracing
 from ensdiv.book import ledger
 from ensdiv.errors import EnsdivError
 
@@ -30,7 +31,9 @@ MODULE = textwrap.dedent('''
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A project root: a package module, the fake-data generator, book/data and two notebooks."""
-    monkeypatch.setattr(ledger, "_HASHES", {})  # files here are rewritten within one modification-time tick
+    # files here are rewritten within one modification-time tick: no memo of unit hashes from an earlier test
+    monkeypatch.setattr(tracing, "_HASHES", {})
+    monkeypatch.setattr(tracing, "_DEPS", {})
     (tmp_path / "ensdiv" / "data" / "paper").mkdir(parents=True)
     (tmp_path / "ensdiv" / "data" / "paper" / "fake.py").write_text(
         "def write_fake_data():\n    return 1\n\n\nclass Layout:\n    def size(self):\n        return 8\n")
@@ -89,11 +92,14 @@ def test_a_changed_function_the_page_ran_re_runs_it(project):
     assert ledger.stale_reason(ledger.read_ledger(book), nb, root=project) == "code it ran changed (ensdiv/mod.py: f)"
 
 
-def test_a_changed_module_constant_re_runs_the_page_that_imported_the_module(project):
+def test_a_changed_module_constant_re_runs_the_page_whose_code_names_it(project):
+    """``g`` reads ``SIZE``; ``f`` does not: the page that ran ``g`` re-runs, the one that ran only ``f`` (and
+    imported the module) does not."""
     book, nb = _record(project, "a", ["f", "<module>"])
+    book, nb_g = _record(project, "b", ["g", "<module>"])
     _edit(project, "SIZE = 4", "SIZE = 5")
-    assert ledger.stale_reason(ledger.read_ledger(book), nb, root=project) == \
-        "code it ran changed (ensdiv/mod.py: <module>)"
+    assert ledger.stale_reason(ledger.read_ledger(book), nb, root=project) is None
+    assert ledger.stale_reason(ledger.read_ledger(book), nb_g, root=project) == "code it ran changed (ensdiv/mod.py: g)"
 
 
 def test_a_removed_function_re_runs_the_page(project):
@@ -118,11 +124,16 @@ def test_what_the_page_read_besides_code_re_runs_it(project, change, reason):
     assert ledger.stale_reason(ledger.read_ledger(book), nb, root=project) == reason
 
 
-def test_a_new_dependency_version_re_runs_the_page(project, monkeypatch):
+def test_a_new_environment_re_runs_the_page_and_names_the_package(project, monkeypatch):
+    """The entry is keyed on the environment's fingerprint (the lock): the same fingerprint with other installed
+    versions recorded beside it changes nothing; another fingerprint re-runs the page, naming what moved."""
     book, nb = _record(project, "a", ["f"])
     monkeypatch.setattr(ledger, "versions", lambda: {"torch": "99.0"})
+    assert ledger.stale_reason(ledger.read_ledger(book), nb, root=project) is None
+    monkeypatch.setattr(ledger, "environment_stamp", lambda: "another lock")
+    was = ledger.read_ledger(book)["pages"]["notebooks/a.ipynb"]["versions"]["torch"]
     assert ledger.stale_reason(ledger.read_ledger(book), nb, root=project) == \
-        "an installed dependency's version changed"
+        f"the environment changed (torch {was} -> 99.0)"
 
 
 def test_a_page_that_used_another_pages_dry_cache_is_stale_with_it(project):

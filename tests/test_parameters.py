@@ -274,6 +274,7 @@ def test_item1_inject_adds_one_cell_after_the_parameters_cell():
         inject(nb, {"scale": "cpu"})
 
 
+@pytest.mark.kernel
 def test_item1_injected_values_arrive_with_their_types_and_run_nothing(tmp_path):
     import papermill as pm
 
@@ -295,6 +296,7 @@ def test_item1_injected_values_arrive_with_their_types_and_run_nothing(tmp_path)
     assert sum("injected-parameters" in c.metadata.get("tags", []) for c in out.cells) == 1
 
 
+@pytest.mark.kernel
 def test_item1_runner_writes_parameters_as_python_literals(tmp_path, monkeypatch):
     """The runner hands papermill our injected cell, never the parameters (needs runner.run_notebooks to call
     ``parameters.inject`` and ``execute_notebook(..., parameters=None)``)."""

@@ -122,11 +122,11 @@ def test_method_requirements():
         Joint(members=0)
 
 
-def test_pretrain_head_and_source_size_keep_the_old_cache_keys():
-    """``head`` and ``source_size`` came after pre-trained models were cached: at their defaults they stay out of
-    the key; set, they enter it; a wrong value is one sentence."""
+def test_pretrain_head_and_source_size_are_in_the_key_at_their_defaults_too():
+    """``head`` and ``source_size`` are in the key at their defaults too (a changed default changes every key that
+    uses it); set, they enter it with their value; a wrong value is one sentence."""
     p = Pretrain(dataset="pretrain/shapes", epochs=2)
-    assert "head" not in p.to_dict() and "source_size" not in p.to_dict()
+    assert (p.to_dict()["head"], p.to_dict()["source_size"]) == ("probe", 0)
     f = p.replace(head="finetune", source_size=50000)
     assert (f.to_dict()["head"], f.to_dict()["source_size"]) == ("finetune", 50000)
     base = Recipe.make(model="test_cnn", epochs=1)
@@ -210,21 +210,34 @@ def test_zoo_build_trains_caches_and_lists(tmp_path):
     assert zoo_list("smoke", store=st, only="arch/mlp").iloc[0]["test_acc"] == row["test_acc"]
 
 
-# ---- fields added after models were cached: Nesterov momentum and the step schedules' decay factor ------------
-def test_cache_keys_of_existing_recipes_are_pinned():
-    # computed with the code before Optim had nesterov / lr_decay: at their defaults these fields must
-    # stay out of the key, or every cached model would be retrained
+# ---- the key: every field, defaults included ---------------------------------------------------------------
+def test_a_recipe_key_is_the_sha256_of_every_field():
+    """The key of a recipe's model is the SHA-256 of the canonical JSON of every field of every part (defaults
+    such as Nesterov momentum and the step schedules' decay factor included), computed here by hand."""
+    import hashlib
+    import json
+
     from ensdiv.store import config_key
 
     zoo_like = Recipe.make(model="resnet", epochs=4, lr=0.05, augment="flip", train_subset=30000, batch_size=64)
+    by_hand = {
+        "model": {"name": "resnet", "kwargs": {}, "dropout": 0.0, "pretrained": False},
+        "data": {"dataset": "fmnist/train", "subset": 30000, "augment": "flip", "crop_pad": 2},
+        "optim": {"epochs": 4, "batch_size": 64, "lr": 0.05, "optimizer": "sgd", "momentum": 0.9,
+                  "weight_decay": 0.0005, "eps": 1e-08, "schedule": "cosine", "milestones": [], "warmup_epochs": 0,
+                  "label_smoothing": 0.0, "decay_all": False, "nesterov": False, "lr_decay": 0.1},
+        "seeds": {"init": 0, "order": 0, "subset": 0},
+        "method": {"kind": "supervised"},
+    }
+    assert zoo_like.key() == by_hand
+    text = json.dumps(by_hand, sort_keys=True, separators=(",", ":"))
+    assert config_key(zoo_like.key()) == hashlib.sha256(text.encode()).hexdigest()
     pe_paper = Recipe.make(model="pe_resnet18", dataset="cifar10/train", epochs=75, lr=0.05, weight_decay=5e-4,
                            schedule="multistep", milestones=[25, 50], decay_all=True, augment="flipcrop",
                            crop_pad=4, seed=3)
-    assert config_key(zoo_like.key()) == "b620c1838318f6ea86a3809443767f27f61c48d6b81dc284772dceea52b6c977"
-    assert config_key(pe_paper.key()) == "2009e55f2efbfcc57a7b3eab6085c90dc44ccf716acec394f0f302de41c74258"
-    assert "nesterov" not in zoo_like.key()["optim"] and "lr_decay" not in zoo_like.key()["optim"]
     set_ = pe_paper.replace(nesterov=True, lr_decay=0.2)
     assert (set_.key()["optim"]["nesterov"], set_.key()["optim"]["lr_decay"]) == (True, 0.2)
+    assert config_key(set_.key()) != config_key(pe_paper.key())
     assert Recipe.from_dict(set_.to_dict()) == set_ and Recipe.from_dict(pe_paper.to_dict()) == pe_paper
 
 

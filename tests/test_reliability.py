@@ -79,6 +79,7 @@ def build_env(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------ 1
+@pytest.mark.kernel
 def test_book_pages_come_from_the_scale_asked_for(build_env):
     """cpu, smoke, then cpu again (its notebook cached, its executed copy older than the smoke build):
     the HTML holds the scale asked for each time. A real Jupyter Book build of a one-page book (~7 s)."""
@@ -158,6 +159,7 @@ _RUN = ("import sys; from pathlib import Path; from ensdiv.book import run as ru
         "out_root=Path(sys.argv[3]), progress=False); print(r[0].status)")
 
 
+@pytest.mark.kernel
 def test_two_runs_of_one_notebook_at_once(build_env):
     """A slow failing run (value 0) and a quick good run (value 1) of one notebook at the same time:
     afterwards a run with value 1 must show value 1's output, never the failed copy."""
@@ -180,6 +182,7 @@ def test_two_runs_of_one_notebook_at_once(build_env):
     assert executed.metadata["ensdiv"]["status"] == "ok"
 
 
+@pytest.mark.kernel
 def test_stamp_lives_in_the_executed_copy(build_env):
     nb = _notebook(build_env / "a.ipynb", "raise ValueError('no')")
     (res,) = runner.run_notebooks([nb], scale="smoke", out_root=build_env / "out", progress=False)
@@ -491,6 +494,7 @@ def test_book_never_deletes_a_folder_it_did_not_make(tmp_path):
     assert not (tmp_path / "fresh" / "stale.html").exists()
 
 
+@pytest.mark.kernel
 def test_rerun_check_sees_book_data_and_ensdiv_data(build_env, monkeypatch):
     project = build_env / "project"
     (project / "book" / "data").mkdir(parents=True)
@@ -524,6 +528,7 @@ def test_disagreement_matrix_checks_its_input():
     assert disagreement_matrix(torch.tensor([[0, 1], [0, 2]])).tolist() == [[0.0, 0.5], [0.5, 0.0]]
 
 
+@pytest.mark.kernel
 def test_claims_page_lists_every_claim_and_every_failed_page(build_env):
     """A tiny book with a claim page, a second claim page and a page that fails: the generated claims
     page has one row per claim with its verdict and a link, and the failed page is shown as failed."""

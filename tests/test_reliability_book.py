@@ -79,6 +79,7 @@ def _tiny_book(folder: Path, pages: dict[str, str]) -> Path:
 
 # --- item 2: claim records belong to a finished run ------------------------------------------------------------
 
+@pytest.mark.kernel
 def test_item2_a_claim_the_page_no_longer_makes_is_gone(env):
     nb = _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1), CLAIM.format(item="Fig. B", x=3))
     out = env / "out"
@@ -91,6 +92,7 @@ def test_item2_a_claim_the_page_no_longer_makes_is_gone(env):
     assert not (env / "build" / "claims").exists()  # nothing written outside the run's own copy
 
 
+@pytest.mark.kernel
 def test_item2_a_failed_page_is_failed_in_every_build_mode(env):
     """A page that held, then fails: an --html-only build afterwards shows it failed, not its old verdict."""
     book = _tiny_book(env / "book", {"a": CLAIM.format(item="Fig. A", x=1)})
@@ -105,6 +107,7 @@ def test_item2_a_failed_page_is_failed_in_every_build_mode(env):
     assert "failed" in (index.parent / "book" / "claims.html").read_text()
 
 
+@pytest.mark.kernel
 def test_item2_an_interrupted_run_leaves_the_previous_page_and_records(env, monkeypatch):
     """Ctrl-C after the claim cell: the executed copy and its records stay the previous run's, and no
     partial notebook, staging folder or read log is left behind."""
@@ -127,6 +130,7 @@ def test_item2_an_interrupted_run_leaves_the_previous_page_and_records(env, monk
     assert sorted(p.name for p in out.iterdir()) == ["a.ipynb", "a.lock"]
 
 
+@pytest.mark.kernel
 def test_item2_records_from_outside_a_run_or_another_scale_never_reach_the_book(env):
     nb = _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1))
     out = env / "out"
@@ -147,6 +151,7 @@ def test_item2_records_from_outside_a_run_or_another_scale_never_reach_the_book(
     assert _page(out, other).status == "failed"
 
 
+@pytest.mark.kernel
 def test_item2_a_malformed_record_is_one_sentence_naming_the_file(env):
     nb = _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1))
     out = env / "out"
@@ -170,6 +175,7 @@ def test_item2_a_malformed_record_is_one_sentence_naming_the_file(env):
 
 # --- item 3: reruns that see every file a page read ---------------------------------------------------------------
 
+@pytest.mark.kernel
 def test_item3_a_deep_data_change_reruns_the_page(env, monkeypatch):
     """A page reads one image four levels below $ENSDIV_DATA (as ImageNet's val/<wnid>/ layout is); the
     page re-runs when that image is overwritten or a file is added beside it, not otherwise."""
@@ -233,6 +239,7 @@ def _cli(env: Path, book: Path, script: str, *args: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.kernel
 @pytest.mark.slow
 def test_item4_sigterm_to_ensdiv_book_ends_jupyter_book(env):
     book = _tiny_book(env / "book", {"a": "print(1)"})
@@ -277,6 +284,7 @@ def test_item4_one_build_at_a_time_per_build_folder(env):
     assert str(os.getpid()) in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.kernel
 def test_item4_partials_of_dead_runs_are_removed(env):
     nb = _notebook(env / "a.ipynb", "print(1)")
     out = env / "out"
@@ -293,10 +301,12 @@ def test_item4_partials_of_dead_runs_are_removed(env):
 
 # --- #34: re-execute a page only when code it ran has changed ---------------------------------------------------
 
+@pytest.mark.kernel
 def test_pages_rerun_only_when_code_they_ran_changed(env, monkeypatch):
     """Two pages import a small package: page A calls ``used``, page B calls ``other``. Editing ``used``
-    re-runs A only; a docstring or comment edit re-runs nothing; a module-level constant re-runs both (they
-    both ran the module body); a page whose code record is missing re-runs."""
+    re-runs A only; a docstring or comment edit re-runs nothing; adding a function or an import re-runs
+    nothing; a module-level constant re-runs the page whose code names it (A, through ``used``) and not the
+    other; a page whose code record is missing re-runs."""
     pkg = env / "src" / "fakepkg"
     pkg.mkdir(parents=True)
     source = ('"""A package."""\nCONST = 1\n\n\ndef used():\n    """Doc."""\n    return CONST + 1\n\n\n'
@@ -320,9 +330,12 @@ def test_pages_rerun_only_when_code_they_ran_changed(env, monkeypatch):
     assert statuses() == ["cached", "cached"]
     (pkg / "__init__.py").write_text(source.replace("return CONST + 1", "return CONST + 2"))
     assert statuses() == ["ok", "cached"]
-    (pkg / "__init__.py").write_text(source.replace("return CONST + 1", "return CONST + 2").replace(
-        "CONST = 1", "CONST = 5"))
-    assert statuses() == ["ok", "ok"]
+    edited = source.replace("return CONST + 1", "return CONST + 2")
+    (pkg / "__init__.py").write_text(edited.replace("CONST = 1", "import json\nCONST = 1")
+                                      + "\n\ndef added():\n    return 3\n")
+    assert statuses() == ["cached", "cached"]  # a new import and a new function: neither page used them
+    (pkg / "__init__.py").write_text(edited.replace("CONST = 1", "CONST = 5"))
+    assert statuses() == ["ok", "cached"]  # only A's code names CONST
     copy = json.loads((out / "b.ipynb").read_text())
     copy["metadata"]["ensdiv"]["code"] = None  # a copy from before code tracing
     (out / "b.ipynb").write_text(json.dumps(copy))
@@ -356,6 +369,7 @@ CACHED_CLAIM = ('import torch\nimport ensdiv as ed\n'
                 'checks=[ed.report.less("x", "y")], ours={"x": float(x), "y": 2.0}, scale=scale)')
 
 
+@pytest.mark.kernel
 def test_a_book_from_an_imported_bundle_shows_the_same_claims(env, monkeypatch):
     """A page draws a random number once and caches it: exported, imported into an empty cache on "another
     machine" and re-run, the page shows the very same claim values (recomputed, they would differ)."""

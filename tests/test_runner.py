@@ -26,6 +26,7 @@ def nbdir(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.kernel
 def test_runs_with_parameters_then_reuses(nbdir):
     nb = _notebook(nbdir / "a.ipynb")
     out = nbdir / "out"
@@ -39,6 +40,7 @@ def test_runs_with_parameters_then_reuses(nbdir):
     assert changed.status == "ok"
 
 
+@pytest.mark.kernel
 def test_failing_notebook_is_reported_and_others_run(nbdir):
     bad = _notebook(nbdir / "bad.ipynb", body="raise ValueError('broken on purpose')")
     good = _notebook(nbdir / "good.ipynb")

@@ -206,7 +206,7 @@ def test_heads_start_from_the_backbone_head_and_only_heads_train(tmp_path):
 
 def test_heads_init_copy_or_seeded_reinitialisation():
     """#30: ``Heads(init="seed")`` re-initialises each head from the recipe's seed (two seeds differ, one seed
-    repeats, no head equals the backbone's), ``copy`` (the default, left out of the recipe key) copies it; an
+    repeats, no head equals the backbone's), ``copy`` (the default, in the recipe key like every default) copies it; an
     unknown init is one sentence."""
     from ensdiv.train.frameworks import make_heads
 
@@ -219,7 +219,7 @@ def test_heads_init_copy_or_seeded_reinitialisation():
     assert not torch.equal(a[0].weight, a[1].weight) and not torch.equal(a[0].weight, b[0].weight)
     assert torch.equal(a[0].weight, make_heads(seed_m, backbone, seed=0)[0].weight)
     assert not torch.equal(a[0].weight, clf.weight)
-    assert "init" not in copy_m.to_dict() and seed_m.to_dict()["init"] == "seed"
+    assert copy_m.to_dict()["init"] == "copy" and seed_m.to_dict()["init"] == "seed"
     with pytest.raises(ed.UnknownNameError, match="Heads init"):
         Heads(backbone=base, init="zeros")
 

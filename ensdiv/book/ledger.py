@@ -5,8 +5,10 @@ add beside the smoke runs. The dry runs share with the book what the book alread
 package code it executed (:mod:`ensdiv.tracing`). ``make dry-run`` writes, for every page whose dry run passes,
 one entry of a ledger committed with the code (``tests/dry_runs.json``):
 
-- ``source``: the notebook's hash; ``python`` and ``dependencies``: the interpreter and the installed versions of
-  :data:`~ensdiv.book.stamps.DEPENDENCIES`; ``book_data``: the hash of ``book/data``; ``harness``: the hash of the
+- ``source``: the notebook's hash; ``environment``: the environment's fingerprint
+  (:func:`ensdiv.environment.fingerprint`: the lock file's pins, so a fresh clone installed from the lock finds
+  every entry current); ``versions``: the installed versions of :data:`~ensdiv.book.stamps.DEPENDENCIES`, only to
+  name the package that changed; ``book_data``: the hash of ``book/data``; ``harness``: the hash of the
   fake-data generator (:mod:`ensdiv.data.paper.fake`, run outside the page, so not traced);
 - ``ran``: every unit of package code the dry run executed, by file relative to the project root, and ``code``: one
   hash over their sources without docstrings and comments (:func:`ensdiv.tracing.code_hashes`). The ledger's
@@ -25,12 +27,12 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import platform
 from pathlib import Path
 from typing import Any
 
 from ensdiv import tracing
-from ensdiv.book.stamps import meta_of, sha, tree_hash, versions
+from ensdiv.book.stamps import environment_stamp, meta_of, sha, tree_hash, versions
+from ensdiv.data.paper.fake import generator_hash
 from ensdiv.errors import EnsdivError
 from ensdiv.paths import project_root
 
@@ -44,20 +46,9 @@ RECORD_ENV = "ENSDIV_DRY_RECORD"
 
 def harness_hash(root: Path | None = None) -> str:
     """Hash of what prepares a dry run outside the page: the whole fake-data generator module (every definition,
-    methods included), docstrings and comments left out; ``""`` when it cannot be read."""
-    import ast
-
-    try:
-        tree = ast.parse((Path(root or project_root()) / "ensdiv/data/paper/fake.py").read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return ""
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body \
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return sha(ast.dump(tree).encode())
+    methods included), docstrings and comments left out (:func:`ensdiv.data.paper.fake.generator_hash`); ``""``
+    when it cannot be read."""
+    return generator_hash(Path(root or project_root()) / "ensdiv/data/paper/fake.py")
 
 
 def _key(notebook: Path, root: Path) -> str:
@@ -77,8 +68,8 @@ def read_ledger(path: Path) -> dict[str, Any]:
 
 
 def _environment(root: Path) -> dict[str, Any]:
-    return {"python": platform.python_version(), "dependencies": versions(),
-            "book_data": tree_hash(root / "book" / "data"), "harness": harness_hash(root)}
+    return {"environment": environment_stamp(), "book_data": tree_hash(root / "book" / "data"),
+            "harness": harness_hash(root)}
 
 
 def dry_entry(executed: Path, notebook: Path, *, seconds: float, root: Path | None = None) -> dict[str, Any]:
@@ -100,7 +91,8 @@ def dry_entry(executed: Path, notebook: Path, *, seconds: float, root: Path | No
             ran.setdefault(path.relative_to(root).as_posix(), []).append(qualname)
     ran = {f: sorted(set(q)) for f, q in sorted(ran.items())}
     return {"when": _dt.date.today().isoformat(), "seconds": round(float(seconds), 1),
-            "source": sha(Path(notebook).read_bytes()), **_environment(root), "code": _code_hash(ran, root),
+            "source": sha(Path(notebook).read_bytes()), **_environment(root), "versions": versions(),
+            "code": _code_hash(ran, root),
             "units": _unit_hashes(ran, root), "ran": ran, "cache": sorted(str(c) for c in meta.get("cache") or [])}
 
 
@@ -112,33 +104,12 @@ def _pairs(ran: dict[str, list[str]], root: Path) -> dict[str, tuple[str, str]]:
 def _unit_hashes(ran: dict[str, list[str]], root: Path) -> dict[str, str]:
     """Each unit's hash now, by its relative key."""
     pairs = _pairs(ran, root)
-    now = _current(list(pairs.values()))
+    now = tracing.current_hashes(list(pairs.values()))
     return {key: now[pair] for key, pair in pairs.items()}
 
 
 def _code_hash(ran: dict[str, list[str]], root: Path) -> str:
     return tracing.combined(_unit_hashes(ran, root))
-
-
-_HASHES: dict[tuple[str, str, int, int], str] = {}  # (file, qualname, mtime_ns, size) -> hash, this process
-
-
-def _current(units: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """The hash of each ``(file, qualname)`` as the file is now; a file is parsed once per process while its size
-    and modification time stay the same (56 pages share most of their files)."""
-    def stat(file: str) -> tuple[int, int]:
-        try:
-            st = os.stat(file)
-        except OSError:
-            return (-1, -1)
-        return (st.st_mtime_ns, st.st_size)
-
-    keys = {(f, q): (f, q, *stat(f)) for f, q in units}
-    missing = [u for u, k in keys.items() if k not in _HASHES]
-    for key, value in tracing.code_hashes(missing).items():
-        file, qualname = key.split("::", 1)
-        _HASHES[keys[(file, qualname)]] = value
-    return {u: _HASHES[k] for u, k in keys.items()}
 
 
 def _own_change(entry: dict[str, Any], notebook: Path | None, root: Path, env: dict[str, Any],
@@ -150,10 +121,14 @@ def _own_change(entry: dict[str, Any], notebook: Path | None, root: Path, env: d
                 return "the notebook changed"
         except OSError:
             return "the notebook is gone"
-    for field in ("python", "dependencies", "book_data", "harness"):
+    if entry.get("environment") != env["environment"]:
+        was = entry.get("versions") if isinstance(entry.get("versions"), dict) else {}
+        now = versions()
+        moved = [f"{n} {was.get(n)} -> {now.get(n)}" for n in sorted(now) if was and was.get(n) != now.get(n)]
+        return "the environment changed" + (f" ({', '.join(moved)})" if moved else " (requirements.lock)")
+    for field in ("book_data", "harness"):
         if entry.get(field) != env[field]:
-            what = {"python": "the Python version", "dependencies": "an installed dependency's version",
-                    "book_data": "book/data", "harness": "the fake-data generator"}[field]
+            what = {"book_data": "book/data", "harness": "the fake-data generator"}[field]
             return f"{what} changed"
     ran = entry.get("ran")
     if not isinstance(ran, dict) or not ran or not all(isinstance(v, list) for v in ran.values()):
@@ -171,9 +146,10 @@ def _own_change(entry: dict[str, Any], notebook: Path | None, root: Path, env: d
 def stale_reason(ledger: dict[str, Any], notebook: Path, *, root: Path | None = None) -> str | None:
     """Why ``notebook``'s dry run must run again, or None when its ledger entry is current.
 
-    Stale: no entry; the notebook, the Python version, a dependency's version, ``book/data`` or the fake-data
-    generator changed; a unit of code the dry run executed changed (its source without docstrings and comments)
-    or is gone; or a page it shared a dry cache entry with is stale for one of those reasons.
+    Stale: no entry; the notebook, the environment (the lock's pins, the Python version, a departure from the
+    lock), ``book/data`` or the fake-data generator changed; a unit of code the dry run executed changed (its
+    source without docstrings and comments, with the module-level bindings it names) or is gone; or a page it
+    shared a dry cache entry with is stale for one of those reasons.
     """
     root = Path(root or project_root()).resolve()
     units = ledger.get("units") if isinstance(ledger.get("units"), dict) else {}

@@ -34,12 +34,12 @@ from ensdiv.book.parameters import inject, render
 from ensdiv.book.stamps import (
     code_unchanged,
     data_signature,
+    environment_stamp,
     finish,
     reads_unchanged,
     sha,
     stamp_of,
     tree_hash,
-    versions,
 )
 from ensdiv.chapters import zoo
 from ensdiv.config import check_scale
@@ -209,12 +209,16 @@ def run_notebooks(
     kernel: str = "python3",
     progress: bool = True,
     root: Path | None = None,
+    trace: bool = True,
 ) -> list[NotebookResult]:
     """Execute notebooks at ``scale`` with extra parameters into ``out_root`` (``_build/executed/<scale>``).
 
     Args:
         root: the folder executed copies mirror (default the project root); a notebook outside it is
             executed to ``out_root/<its name>``.
+        trace: record the package code each page runs (:mod:`ensdiv.tracing`), so a later run can reuse the
+            copy; ``False`` (tests that discard the copies) spares each kernel the tracer and its pre-imports,
+            and the copy is then never reused.
 
     Raises:
         EnsdivError: unknown scale, missing notebook, a ``scale`` among ``params``, a parameter no
@@ -242,7 +246,7 @@ def run_notebooks(
             )
         check_parameters(nb, scale, params)
     out_root = Path(out_root or build_dir() / "executed" / scale)
-    base = {"dependencies": versions(), "book_data": tree_hash(project_root() / "book" / "data"),
+    base = {"environment": environment_stamp(), "book_data": tree_hash(project_root() / "book" / "data"),
             "data": data_signature()}
     results = []
     root = Path(root or project_root()).resolve()
@@ -266,7 +270,7 @@ def run_notebooks(
             out.with_suffix(".stamp.json").unlink(missing_ok=True)  # the separate stamp of older versions
             if progress:
                 print(f"  [run]    {rel} (scale={scale}) ...", flush=True)
-            res = _execute(pm, nb, out, rel.as_posix(), all_params, stamp, kernel=kernel, scale=scale)
+            res = _execute(pm, nb, out, rel.as_posix(), all_params, stamp, kernel=kernel, scale=scale, trace=trace)
         if progress:
             tag = "ok" if res.status == "ok" else "FAILED"
             print(f"  [{tag:<6}] {rel} in {res.seconds:.1f} s" + (f": {res.error}" if res.error else ""), flush=True)
@@ -288,7 +292,7 @@ def _environ(**values: str) -> Iterator[None]:
                 os.environ[k] = v
 
 def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], stamp: dict, *, kernel: str,
-             scale: str) -> NotebookResult:
+             scale: str, trace: bool = True) -> NotebookResult:
     """Run one notebook into ``out``: papermill writes a partial copy, the claim records go to a staging folder
     of this run and the data reads to a log of this run; when the run finishes, the records are checked and
     promoted with the notebook in one atomic replace. An interrupt (or a signal turned into one by the
@@ -302,7 +306,7 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
     # rendered pages get one line per finished unit of work instead of progress bars (ensdiv.progress),
     # unless the caller chose otherwise
     env = {"ENSDIV_PROGRESS": os.environ.get("ENSDIV_PROGRESS") or "lines", "ENSDIV_NOTEBOOK": rel,
-           STAGING_ENV: str(staging), reads.LOG_ENV: str(log), tracing.LOG_ENV: str(trace_log),
+           STAGING_ENV: str(staging), reads.LOG_ENV: str(log), tracing.LOG_ENV: str(trace_log) if trace else "",
            ACCESS_LOG_ENV: str(store_log),
            reads.ROOTS_ENV: os.pathsep.join(_read_roots(params))}
     try:
@@ -320,8 +324,9 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
                 records = read_records(staging, scale=scale)
                 for record in records:
                     record["notebook"] = rel  # the page it belongs to, whatever the kernel's environment said
+                code = page_units(tracing.read_log(trace_log), source) if trace else None
                 finish(tmp, out, "ok", stamp, claims=records, read=reads.read_log(log), source=nb,
-                        code=tracing.read_log(trace_log), cache=reads.read_log(store_log))
+                        code=code, cache=reads.read_log(store_log))
                 return NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=params)
             except Exception as exc:  # noqa: BLE001 - report every failure by name and go on
                 error = str(exc) if isinstance(exc, EnsdivError) else _error_of(exc)
@@ -332,6 +337,25 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
     finally:
         tmp.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
+
+def page_units(units: list[tuple[str, str]], notebook: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    """The units a page used: the code its kernel ran (and the code of the cache entries it loaded), plus each
+    module-level constant its own cells name in a module it imported (``ch.LEVEL``), as a ``<bind>:NAME`` unit
+    (:mod:`ensdiv.tracing`), so a page that reads a constant re-runs when it changes."""
+    import ast
+
+    names: set[str] = set()
+    for cell in notebook.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        text = "\n".join(ln for ln in str(cell.source).splitlines() if not ln.lstrip().startswith(("%", "!")))
+        try:
+            names |= tracing.names_in(ast.parse(text))
+        except SyntaxError:
+            continue
+    modules = sorted({f for f, q in units if q == "<module>"})
+    return sorted(set(units) | set(tracing.binding_units(modules, names)))
+
 
 def summary(results: list[NotebookResult]) -> str:
     """A per-notebook timing table and the total, for the terminal."""

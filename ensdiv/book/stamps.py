@@ -5,8 +5,9 @@ Each executed copy (``_build/executed/<scale>/<notebook>``) carries, in its own 
 (:func:`finish`):
 
 - ``status`` (``ok`` or ``failed``) and ``error``;
-- ``stamp``: what it was run from: the hash of the source notebook, the parameters, the installed versions
-  of :data:`DEPENDENCIES`, the data shipped in ``book/data`` and ``$ENSDIV_DATA`` (its path and a listing
+- ``stamp``: what it was run from: the hash of the source notebook, the parameters, the environment's
+  fingerprint (:func:`ensdiv.environment.fingerprint`: the lock file's pins and any departure of the installed
+  packages from them), the data shipped in ``book/data`` and ``$ENSDIV_DATA`` (its path and a listing
   of its top two levels: names, sizes, times);
 - ``reads``: the data folders the run opened files in or listed (:mod:`ensdiv.reads`) and a hash of their
   entries, so a file changed at any depth re-runs the page;
@@ -27,21 +28,26 @@ import json
 import os
 from pathlib import Path
 
-from ensdiv import reads, tracing
+from ensdiv import environment, reads, tracing
 from ensdiv.errors import EnsdivError
 from ensdiv.paths import build_dir
 from ensdiv.report import PageRun, check_record
 
-__all__ = ["DEPENDENCIES", "versions", "tree_hash", "data_signature", "meta_of", "stamp_of", "reads_unchanged",
-           "code_unchanged", "finish", "page_run", "cache_entries", "sha"]
+__all__ = ["DEPENDENCIES", "environment_stamp", "versions", "tree_hash", "data_signature", "meta_of", "stamp_of",
+           "reads_unchanged", "code_unchanged", "finish", "page_run", "cache_entries", "sha"]
 
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
-#: The installed packages whose version is part of a page's stamp (a new torch or timm re-runs every page).
+#: The installed packages whose versions a page's record shows (what re-runs it is the whole environment's
+#: fingerprint, :func:`environment_stamp`).
 DEPENDENCIES = ("torch", "torchvision", "timm", "numpy", "scipy", "pandas", "scikit-learn", "statsmodels",
                 "captum", "torchmetrics", "lightning", "torchattacks", "matplotlib", "seaborn", "papermill", "pyyaml")
+
+def environment_stamp() -> str:
+    """The part of a page's stamp the environment decides: :func:`ensdiv.environment.fingerprint`."""
+    return environment.fingerprint()
 
 def versions() -> dict[str, str | None]:
     import importlib.metadata
@@ -111,7 +117,7 @@ def code_unchanged(path: Path) -> bool:
     if not isinstance(recorded, dict) or not isinstance(recorded.get("units"), list):
         return False
     units = [tuple(u) for u in recorded["units"] if isinstance(u, list | tuple) and len(u) == 2]
-    return tracing.combined(tracing.code_hashes(units)) == recorded.get("hash")
+    return tracing.combined(tracing.hashes_now(units)) == recorded.get("hash")
 
 def finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", claims: list | None = None,
             read: list[str] | None = None, source: Path | None = None,
@@ -125,7 +131,7 @@ def finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", c
     nb.setdefault("metadata", {})["ensdiv"] = {
         "status": status, "error": error, "stamp": stamp if ok else None, "claims": list(claims or []) if ok else [],
         "reads": {"folders": read, "hash": reads.signature(read)} if ok and read is not None else None,
-        "code": ({"units": [list(u) for u in code], "hash": tracing.combined(tracing.code_hashes(code))}
+        "code": ({"units": [list(u) for u in code], "hash": tracing.combined(tracing.hashes_now(code))}
                  if ok and code is not None else None),
         "cache": list(cache or []) if ok else [],  # the store entries the run loaded or saved (ensdiv cache export)
     }

@@ -181,7 +181,7 @@ def pair_diversity(cfg: Any, models: Sequence[nn.Module], key: str = "clean") ->
     def method_maps(item: tuple[str, int]) -> dict:
         label, k = item
         m, opts = models[k], methods[label]
-        conf = {"version": 1, "model": m.ensdiv_cache_id, "set": set_key, "abs": True, "target": "label",
+        conf = {"model": m.ensdiv_cache_id, "set": set_key, "abs": True, "target": "label",
                 "baseline": 0.0, **opts}  # fmt: skip
 
         def compute() -> dict:
@@ -238,7 +238,7 @@ def cka_between(cfg: Any, a: Any, b: Any, key: str = "clean") -> tuple[torch.Ten
     a, b = (dd.member_module(m) for m in (a, b))
     data, name, idx = eval_set(cfg, key, cfg["cka_images"])
     la, lb = layer_names(a), layer_names(b)
-    conf = {"version": 1, "a": dd.member_cache_config(a), "b": dd.member_cache_config(b),
+    conf = {"a": dd.member_cache_config(a), "b": dd.member_cache_config(b),
             "set": dd.eval_set_key(data, name, idx),
             "layers": [la, lb], "batch": cfg["cka_batch"]}  # fmt: skip
 
@@ -257,7 +257,7 @@ def cka_per_batch(cfg: Any, a: Any, b: Any, key: str = "clean") -> torch.Tensor:
     a, b = (dd.member_module(m) for m in (a, b))
     data, name, idx = eval_set(cfg, key, cfg["cka_images"])
     la, lb, size = layer_names(a), layer_names(b), int(cfg["cka_interval_batch"])
-    conf = {"version": 1, "a": dd.member_cache_config(a), "b": dd.member_cache_config(b),
+    conf = {"a": dd.member_cache_config(a), "b": dd.member_cache_config(b),
             "set": dd.eval_set_key(data, name, idx), "layers": [la, lb], "batch": size}  # fmt: skip
 
     def compute() -> dict:

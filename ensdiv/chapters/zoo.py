@@ -331,7 +331,7 @@ def zoo_list(scale: str = "cpu", *, store: Store | None = None, only: str | list
             "train_time_s": None,
         }
         if path.exists():
-            payload = store.load("model", mcfg)
+            payload = store.load("model", mcfg, compute=False)
             if payload is not None:
                 row.update(
                     params=int(payload["meta"]["num_params"]),

@@ -41,7 +41,6 @@ from ensdiv.store import cached
 __all__ = ["GLYPH_CLASSES", "GLYPH_SIZE", "LETTER_CLASSES", "LETTERS_SIZE", "LETTERS_SMALL_SIZE", "SHAPES_LARGE_SIZE",
            "glyph_fonts", "render_glyphs", "load_glyphs"]
 
-_VERSION = 1
 #: class i is the character GLYPH_CLASSES[i]: digits, upper case, lower case
 GLYPH_CLASSES = list(string.digits + string.ascii_uppercase + string.ascii_lowercase)
 #: images in the registered set (62 classes x 200): two epochs of it cost what the zoo's 4-epoch budget costs
@@ -168,7 +167,7 @@ def load_glyphs(n: int = GLYPH_SIZE, *, seed: int = 0, size: int = 28, letters_o
     fonts = glyph_fonts()
     classes = LETTER_CLASSES if letters_only else GLYPH_CLASSES
     name = "pretrain/letters" if letters_only else "pretrain/glyphs"
-    config = {"version": _VERSION, "name": name, "n": n, "seed": seed, "size": size, "fonts": [f.name for f in fonts]}
+    config = {"name": name, "n": n, "seed": seed, "size": size, "fonts": [f.name for f in fonts]}
 
     def compute() -> dict[str, torch.Tensor]:
         x, y = render_glyphs(n, seed=seed, size=size, fonts=fonts, classes=classes)

@@ -37,7 +37,6 @@ from ensdiv.store import cached
 __all__ = ["rendition_train", "letters", "photo_crops", "LETTER_FONTS", "PHOTOGRAPHS", "SMALL_PHOTOGRAPHS",
            "PHOTOS_DESCRIPTION"]
 
-_VERSION = 1
 N_OOD, SIZE = 2000, 28
 LETTER_FONTS = ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf", "DejaVuSerif.ttf", "DejaVuSerif-Italic.ttf",
                "DejaVuSansMono.ttf", "STIXGeneral.ttf", "cmr10.ttf", "cmss10.ttf")
@@ -49,7 +48,7 @@ def _seed(text: str) -> int:
 
 
 def _set(name: str, config: dict, compute, classes: list[str], description: str) -> TensorSet:
-    out = cached("dataset", {"family": "sed-ood", "name": name, "version": _VERSION, **config}, compute)
+    out = cached("dataset", {"family": "sed-ood", "name": name, **config}, compute)
     return TensorSet(out["x"].float() / 255.0, out["y"], name, classes, description=description)
 
 

@@ -57,7 +57,6 @@ __all__ = [
     "noise_ood",
 ]
 
-_VERSION = 2
 RENDITION_STYLES = ("sketch", "silhouette", "outline", "cartoon", "stipple")
 NOISE_KINDS = ("uniform", "gaussian", "blobs")
 _NOISE_SIZE = 2000
@@ -89,7 +88,7 @@ def _fashion_test() -> TensorSet:
 
 
 def _cached_set(name: str, config: dict, compute, classes: list[str], description: str) -> TensorSet:
-    payload = cached("datasets", {"version": _VERSION, "name": name, **config}, compute)
+    payload = cached("datasets", {"name": name, **config}, compute)
     x = payload["x"].float().div_(255.0)
     return TensorSet(x, payload["y"], name, classes, description)
 

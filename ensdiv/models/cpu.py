@@ -266,8 +266,8 @@ def _mlp(nc: int, ic: int, img: int, **kw: Any) -> MLP:
     return MLP(nc, ic, img, **kw)
 
 
-# One registered function per architecture and per tiny smoke variant (``test_<name>``). Bump a
-# registration's ``version`` on any change of its code: it is part of the cache key of trained models.
+# One registered function per architecture and per tiny smoke variant (``test_<name>``). A change to a model's
+# code retrains it on its own: the trained entry records the code that built it (ensdiv.store).
 
 
 @register_model("mlp", family="MLP", description="two-hidden-layer perceptron (256, 128) on the flat image")
@@ -294,13 +294,12 @@ def test_small_cnn(num_classes: int, in_chans: int, img_size: int, **kw: Any) ->
     "squeezenet",
     family="SqueezeNet",
     description="SqueezeNet-1.1-style Fire modules (squeeze 8-16, expand 32-64), stride-2 stem",
-    version=2,
 )
 def squeezenet(num_classes: int, in_chans: int, img_size: int, **kw: Any) -> nn.Module:
     return _squeezenet(num_classes, in_chans, img_size, **kw)
 
 
-@register_model("test_squeezenet", family="SqueezeNet", description="tiny smoke variant of squeezenet", version=2)
+@register_model("test_squeezenet", family="SqueezeNet", description="tiny smoke variant of squeezenet")
 def test_squeezenet(num_classes: int, in_chans: int, img_size: int, **kw: Any) -> nn.Module:
     return _squeezenet(num_classes, in_chans, img_size, **({"stem": 4, "fires": ((2, 4), (2, 4))} | kw))
 
@@ -449,13 +448,12 @@ def test_deit(num_classes: int, in_chans: int, img_size: int, **kw: Any) -> nn.M
     "swin",
     family="Swin",
     description="timm SwinTransformer, patch 2 (14x14 tokens), window 7, dims 16-32, depths (2,2), head dim 16",
-    version=2,
 )
 def swin(num_classes: int, in_chans: int, img_size: int, **kw: Any) -> nn.Module:
     return _swin(num_classes, in_chans, img_size, **kw)
 
 
-@register_model("test_swin", family="Swin", description="tiny smoke variant of swin", version=2)
+@register_model("test_swin", family="Swin", description="tiny smoke variant of swin")
 def test_swin(num_classes: int, in_chans: int, img_size: int, **kw: Any) -> nn.Module:
     return _swin(num_classes, in_chans, img_size, **({"embed_dim": 8, "depths": (1,), "num_heads": (2,)} | kw))
 
@@ -476,13 +474,12 @@ def test_mixer(num_classes: int, in_chans: int, img_size: int, **kw: Any) -> nn.
     "convmixer",
     family="ConvMixer",
     description="timm ConvMixer, patch 4 (7x7 grid), dim 64, depth 4, kernel 5",
-    version=2,
 )
 def convmixer(num_classes: int, in_chans: int, img_size: int, **kw: Any) -> nn.Module:
     return _convmixer(num_classes, in_chans, img_size, **kw)
 
 
-@register_model("test_convmixer", family="ConvMixer", description="tiny smoke variant of convmixer", version=2)
+@register_model("test_convmixer", family="ConvMixer", description="tiny smoke variant of convmixer")
 def test_convmixer(num_classes: int, in_chans: int, img_size: int, **kw: Any) -> nn.Module:
     return _convmixer(num_classes, in_chans, img_size, **({"dim": 8, "depth": 1} | kw))
 

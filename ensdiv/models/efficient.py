@@ -413,7 +413,7 @@ def _register(name: str, cls: type, arch: str, what: str) -> None:
         return cls(arch, num_classes=num_classes, in_chans=in_chans, img_size=img_size, **kw)
 
     # version 2: randomness from the run's seed; Masksembles on every convolution; MIMO ρ = 1
-    register_model(name, family="Efficient ensembles", description=what, version=2)(factory)
+    register_model(name, family="Efficient ensembles", description=what)(factory)
 
 
 _register("batchensemble_resnet18", BatchEnsembleResNet, "resnet18", "BatchEnsemble M=4, CIFAR-style ResNet-18")

@@ -33,13 +33,12 @@ class ModelEntry:
     factory: Callable[..., nn.Module]
     family: str
     description: str
-    version: int = 1
 
 
 _MODELS: dict[str, ModelEntry] = {}
 
 
-def register_model(name: str, *, family: str, description: str = "", version: int = 1) -> Callable:
+def register_model(name: str, *, family: str, description: str = "") -> Callable:
     """Decorator registering ``factory(num_classes, in_chans, img_size, **kw) -> nn.Module`` as ``name``.
 
     Example::
@@ -47,12 +46,13 @@ def register_model(name: str, *, family: str, description: str = "", version: in
         @ed.register_model("packed_resnet", family="Packed-Ensembles", description="...")
         def packed_resnet(num_classes, in_chans, img_size, *, alpha=2, num_estimators=4): ...
 
-    Re-registering a name replaces the previous factory (so a reloaded module does not fail).
-    Bump ``version`` when the architecture code changes: it is part of the cache key of trained models.
+    Re-registering a name replaces the previous factory (so a reloaded module does not fail). A model's code
+    is not in the cache key of its trained weights: the entry records the factory and module code that built
+    and trained it, and a load checks it (:mod:`ensdiv.store`), so an architecture edit retrains on its own.
     """
 
     def deco(factory: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
-        _MODELS[name] = ModelEntry(name, factory, family, description, version)
+        _MODELS[name] = ModelEntry(name, factory, family, description)
         return factory
 
     return deco

@@ -28,7 +28,7 @@ from ensdiv.store import Store, config_key, default_store
 from ensdiv.train.batches import LoaderBatches
 from ensdiv.train.engine import derive_seed
 from ensdiv.train.frameworks import build_joint, distillation_loss, joint_loss, pretrain_and_probe, train_heads
-from ensdiv.train.keys import TRAIN_VERSION, model_cache_config
+from ensdiv.train.keys import model_cache_config
 from ensdiv.train.loop import ON_DIVERGE, cpu_state, fit
 from ensdiv.train.recipes import Distill, Heads, Joint, Pretrain, Recipe
 from ensdiv.train.stream import (
@@ -39,8 +39,7 @@ from ensdiv.train.stream import (
     train_stream_heads,
 )
 
-__all__ = ["train_recipe", "build_model", "load_training_set", "training_data", "training_images", "model_cache_config",
-           "TRAIN_VERSION"]
+__all__ = ["train_recipe", "build_model", "load_training_set", "training_data", "training_images", "model_cache_config"]
 
 # Architectures trained in the channels-last memory format: those that benchmarks/bench_train.py
 # (results/train.json, engine_channels_last_ratio) measured at least 1.3x faster on the 2-core CPU. The
@@ -176,6 +175,8 @@ def train_recipe(
         return train_stream_heads(recipe, store=store, progress=progress, accelerator=accelerator,
                                   precision=precision)
     cfg = model_cache_config(recipe)
+    if retrain:
+        store.begin("model", cfg)  # record what trains it, as a miss does
     payload = None if retrain else store.load("model", cfg)
     if payload is not None:
         report = payload["meta"].get("fit") or {}

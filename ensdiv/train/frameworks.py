@@ -133,7 +133,6 @@ def _pretrain_config(recipe: Recipe) -> dict[str, Any]:
     assert isinstance(method, Pretrain)
     seed = method.seed if method.seed >= 0 else recipe.seeds.init
     return {
-        "version": 2,
         "model": recipe.model.to_dict(),
         "data": recipe.data.to_dict(),
         "optim": recipe.optim.replace(epochs=method.epochs, lr=method.lr or recipe.optim.lr).to_dict(),
@@ -303,7 +302,7 @@ def head_features(recipe: Recipe, backbone: nn.Module, data: TensorSet, *, store
     by the data-order seed and p). Returns ``(features (N·(1+P), D), labels (N·(1+P),))``."""
     method = recipe.method
     assert isinstance(method, Heads)
-    fcfg: dict[str, Any] = {"version": 1, "backbone": backbone_key, "data": recipe.data.to_dict(),
+    fcfg: dict[str, Any] = {"backbone": backbone_key, "data": recipe.data.to_dict(),
                             "subset_seed": recipe.seeds.subset}
     if method.cut != "head" or method.feature_passes:
         fcfg.update(cut=method.cut, passes=method.feature_passes, order_seed=recipe.seeds.order)
@@ -324,7 +323,7 @@ def ood_features(recipe: Recipe, backbone: nn.Module, *, store: Store, backbone_
     """Cached features of the recipe's unlabeled OOD set (``Heads.ood_set``) at its cut point: ``(N_ood, D)``."""
     method = recipe.method
     assert isinstance(method, Heads)
-    fcfg = {"version": 1, "backbone": backbone_key, "ood_set": method.ood_set, "cut": method.cut}
+    fcfg = {"backbone": backbone_key, "ood_set": method.ood_set, "cut": method.cut}
     feats = store.load("features", fcfg)
     if feats is None:
         feats = cut_features_all(backbone, get_dataset(method.ood_set).x, method.cut)

@@ -1,4 +1,5 @@
-"""The cache key of a trained model: which recipe, which training data, which code version.
+"""The cache key of a trained model: which recipe and which training data (the code that trained it is recorded
+in the entry and checked on load: :mod:`ensdiv.store`).
 
 Kept apart from :mod:`ensdiv.train.build` so that the trainers it dispatches to (the streamed heads of
 :mod:`ensdiv.train.stream`) key their models the same way without importing it.
@@ -10,12 +11,9 @@ from typing import Any
 
 from ensdiv.data.paper.stream import is_stream_set, stream_files_fingerprint
 from ensdiv.data.registry import dataset_names, registered_fingerprint
-from ensdiv.models.registry import is_registered, model_info
 from ensdiv.train.recipes import Heads, Recipe
 
-__all__ = ["TRAIN_VERSION", "model_cache_config"]
-
-TRAIN_VERSION = 2
+__all__ = ["model_cache_config"]
 
 
 def _datasets_of(node: Any, found: set[str]) -> set[str]:
@@ -37,12 +35,12 @@ def _datasets_of(node: Any, found: set[str]) -> set[str]:
 def model_cache_config(recipe: Recipe, *, trained: bool = True) -> dict[str, Any]:
     """The store config of the trained model of ``recipe`` (also keys its predictions).
 
-    Holds the engine version, the recipe's key, the content fingerprint of every registered training
+    Holds the recipe's key, the content fingerprint of every registered training
     set it reads (:func:`ensdiv.data.registry.registered_fingerprint`: other data, other model; for a
     full model on a stream set such as ``imagenet/train``, its files and labels:
     :func:`ensdiv.data.paper.stream.stream_files_fingerprint`, unless ``trained=False``: a pretrained
-    backbone used frozen, never trained on its set) and,
-    when not 1, the registered model's code version.
+    backbone used frozen, never trained on its set). The code that trains and builds the model is not in the
+    key: the entry records it and a load checks it (:mod:`ensdiv.store`).
     """
     key = recipe.key()
     names = set(dataset_names())
@@ -50,9 +48,4 @@ def model_cache_config(recipe: Recipe, *, trained: bool = True) -> dict[str, Any
     if trained and is_stream_set(recipe.data.dataset) and not isinstance(recipe.method, Heads):
         # a full model trained on image folders (heads on them are keyed by train.stream.stream_model_config)
         data[recipe.data.dataset] = stream_files_fingerprint(recipe.data.dataset)
-    cfg: dict[str, Any] = {"version": TRAIN_VERSION, "recipe": key, "data": data}
-    if is_registered(recipe.model.name):
-        version = model_info(recipe.model.name).version
-        if version != 1:
-            cfg["model_version"] = version
-    return cfg
+    return {"recipe": key, "data": data}

@@ -22,8 +22,9 @@ Flat names make recipes short to write and to vary::
     base.replace(init_seed=3)      # only the initialisation differs
     base.replace(lr=0.01)          # one optimisation field
 
-:meth:`Recipe.key` (every part, except the free ``name`` label, plus :data:`RECIPE_VERSION`) keys the
-cache of the trained model and of its predictions.
+:meth:`Recipe.key` (every field of every part, defaults included, except the free ``name`` label) keys the
+cache of the trained model and of its predictions; the code that trains it is recorded in the entry and
+checked on load (:mod:`ensdiv.store`), so no version number is kept by hand.
 """
 
 from __future__ import annotations
@@ -54,13 +55,11 @@ __all__ = [
     "OPTIMIZERS",
     "SCHEDULES",
     "AUGMENTATIONS",
-    "RECIPE_VERSION",
 ]
 
 OPTIMIZERS = ("sgd", "adamw", "rmsprop", "adabelief")
 SCHEDULES = ("cosine", "step", "multistep", "constant")
 AUGMENTATIONS = ("none", "flip", "crop", "flipcrop", "mixup", "cutmix", "erasing")
-RECIPE_VERSION = 2
 HEAD_CUTS = ("head", "block")
 HEAD_INITS = ("copy", "seed")
 #: what follows pre-training: a linear probe on the frozen backbone, or end-to-end fine-tuning
@@ -72,9 +71,6 @@ class _Part:
 
     _positive: ClassVar[tuple[str, ...]] = ()
     _non_negative: ClassVar[tuple[str, ...]] = ()
-    #: fields added after models were cached: at their default they are left out of :meth:`to_dict`
-    #: (hence of :meth:`Recipe.key`), so every recipe that does not use them keeps its cache key
-    _keyless_default: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -108,13 +104,8 @@ class _Part:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as plain dicts and lists; a field of ``_keyless_default`` is left out at its default."""
-        d = _plain(dataclasses.asdict(self))  # type: ignore[call-overload]
-        defaults = {f.name: f.default for f in fields(self)}  # type: ignore[arg-type]
-        for key in self._keyless_default:
-            if d[key] == defaults[key]:
-                del d[key]
-        return d
+        """Every field as plain dicts and lists (defaults included: they are part of the cache key)."""
+        return _plain(dataclasses.asdict(self))  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)
@@ -159,8 +150,8 @@ class Optim(_Part):
     on every parameter with ``decay_all``, as torch's optimisers and the Packed-Ensembles reference do),
     label smoothing.
 
-    ``nesterov`` and ``lr_decay`` came after models were cached: at their defaults they are not part of
-    the cache key (``_keyless_default``), so recipes that do not set them keep their keys.
+    Every field, at its default too, is part of the cache key: changing a default changes the key of every
+    recipe that uses it.
     """
 
     epochs: int = 3
@@ -179,7 +170,6 @@ class Optim(_Part):
     lr_decay: float = 0.1
     _positive: ClassVar[tuple[str, ...]] = ("epochs", "batch_size", "eps")
     _non_negative: ClassVar[tuple[str, ...]] = ("lr", "weight_decay", "warmup_epochs", "label_smoothing")
-    _keyless_default: ClassVar[tuple[str, ...]] = ("nesterov", "lr_decay")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -259,8 +249,7 @@ class Pretrain(_Part):
 
     ``source_size`` is the number of source images pre-trained on: 0 (the default) draws as many as the
     recipe's training subset (an equal image budget); ``n`` draws ``n`` (every image when the source has
-    fewer), so a source can be *larger* than the downstream set, as JFT is for ImageNet. ``head`` and
-    ``source_size`` came after models were cached: at their defaults they are not part of the cache key.
+    fewer), so a source can be *larger* than the downstream set, as JFT is for ImageNet.
     """
 
     dataset: str | None = None
@@ -273,7 +262,6 @@ class Pretrain(_Part):
     kind: ClassVar[str] = "pretrain"
     _positive: ClassVar[tuple[str, ...]] = ("epochs",)
     _non_negative: ClassVar[tuple[str, ...]] = ("source_size",)
-    _keyless_default: ClassVar[tuple[str, ...]] = ("head", "source_size")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -328,7 +316,6 @@ class Heads(_Part):
     kind: ClassVar[str] = "heads"
     _positive: ClassVar[tuple[str, ...]] = ("members",)
     _non_negative: ClassVar[tuple[str, ...]] = ("subset", "feature_passes")
-    _keyless_default: ClassVar[tuple[str, ...]] = ("init",)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -468,13 +455,12 @@ class Recipe:
 
     def key(self) -> dict[str, Any]:
         """The cache key: every part except the free ``name`` label (also inside a teacher or
-        backbone recipe), plus the recipe version."""
+        backbone recipe)."""
         d = self.to_dict()
         d.pop("name")
         for inner in ("teacher", "backbone"):
             if d["method"].get(inner):
                 d["method"][inner] = Recipe.from_dict(d["method"][inner]).key()
-        d["recipe_version"] = RECIPE_VERSION
         return d
 
     def __hash__(self) -> int:  # the parts hold dicts: hash the canonical form, so recipes can key dicts

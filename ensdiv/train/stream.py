@@ -152,7 +152,7 @@ def stream_features(backbone: nn.Module, backbone_key: dict[str, Any], name: str
     store = store or default_store()
     dataset, dc, fingerprint = _opened(name, backbone)
     idx = subset_indices(len(dataset), subset, seed=subset_seed).tolist()
-    key = {"version": 1, "backbone": backbone_key, "set": name, "fingerprint": fingerprint,
+    key = {"backbone": backbone_key, "set": name, "fingerprint": fingerprint,
            "transform": transform_config(dc), "cut": cut, "n": len(idx), "subset": subset,
            "subset_seed": subset_seed}
     out = store.load(kind, key)
@@ -209,7 +209,7 @@ def stream_model_config(recipe: Recipe) -> dict[str, Any]:
     backbone's key and the fingerprints of the stream sets it reads (other files, other heads)."""
     backbone, bb_key = stream_backbone(recipe.backbone)
     names = [n for n in (recipe.data.dataset, _ood_set(recipe)) if n]
-    return {"version": 1, "stream_heads": model_cache_config(recipe), "backbone": bb_key,
+    return {"stream_heads": model_cache_config(recipe), "backbone": bb_key,
             "sets": {n: _opened(n, backbone)[2] for n in names}}
 
 

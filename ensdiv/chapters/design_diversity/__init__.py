@@ -46,7 +46,6 @@ from ensdiv.shards import fan_out
 from ensdiv.train import model_cache_config
 
 SLUG = "design-diversity"
-ATTR_VERSION = 1
 
 __all__ = [
     "SLUG", "PRESETS", "preset", "SET_KEYS", "SET_LABELS", "CPU_SETS", "CBAR_SETS", "PAPER_TABLE1", "PAPER_FIG_A",
@@ -225,7 +224,7 @@ def chapter_logits(cfg: Any, members: Sequence[Any], key: str, n: int | None = N
             full = ed.cached_predictions(m, name) if idx is not None else None
             out.append(full[idx] if full is not None else ed.predict(m, data))
         else:
-            conf = {"version": 1, "model": member_cache_config(m), "set": eval_set_key(data, name, idx)}
+            conf = {"model": member_cache_config(m), "set": eval_set_key(data, name, idx)}
             out.append(ed.cached("dd-logits", conf, lambda m=m: {"logits": ed.predict(m, data)})["logits"])
     return torch.stack(out)
 
@@ -243,7 +242,7 @@ def chapter_attributions(cfg: Any, members: Sequence[Any], key: str) -> tuple[to
     set_key = eval_set_key(data, name, idx)
 
     def member_maps(m: Any) -> torch.Tensor:
-        conf = {"version": ATTR_VERSION, "model": member_cache_config(m), "set": set_key, "method": "saliency",
+        conf = {"model": member_cache_config(m), "set": set_key, "method": "saliency",
                 "abs": bool(cfg["attr_abs"]), "target": "label"}  # fmt: skip
 
         def compute() -> dict:

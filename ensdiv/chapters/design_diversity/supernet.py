@@ -28,8 +28,6 @@ from ensdiv.models.supernet import (
 )
 from ensdiv.train import build_model, cpu_state, fit, model_cache_config, training_data, training_images
 
-SUPERNET_VERSION = 1
-
 __all__ = ["supernet", "subnetworks", "select_configs"]
 
 
@@ -52,7 +50,7 @@ def supernet(cfg: Any) -> SuperResNet:
     """
     base = _supernet_base(cfg)
     e = list(cfg["supernet_epochs"])
-    conf = {"version": SUPERNET_VERSION, "base": model_cache_config(base), "stages": e[1:], "lr": cfg["supernet_lr"]}
+    conf = {"base": model_cache_config(base), "stages": e[1:], "lr": cfg["supernet_lr"]}
 
     def compute() -> dict:
         net = ed.train_recipe(base)

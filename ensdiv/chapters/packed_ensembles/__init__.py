@@ -211,7 +211,7 @@ def _paper_train(dataset: str = "cifar10/train", arch: str = "resnet18") -> dict
     }
 
 
-# same recipe keys as before (nesterov / lr_decay at their defaults drop out of the key): caches kept
+# the cpu-like optimisation: no milestones, decay on weights only, heavy-ball momentum
 _CPU_LIKE = {"milestones": [], "decay_all": False, "crop_pad": 2, "nesterov": False, "lr_decay": 0.1,
              "fast_weight_init": "random_sign"}
 _TRAIN = {

@@ -202,7 +202,7 @@ def base_recipe(cfg: dict) -> Any:
     else:
         milestones = []
     if schedule not in ("step", "multistep"):
-        lr_decay = 0.1  # no step to decay at: the default, so the recipe keeps its key
+        lr_decay = 0.1  # no step to decay at: the default, so recipes that differ only there share a model
     return ed.Recipe.make(model=model_name("single", cfg["arch"]), dataset=cfg["dataset"], epochs=cfg["epochs"],
                   batch_size=cfg["batch_size"], lr=cfg["lr"], optimizer="sgd", momentum=0.9,
                   weight_decay=cfg["weight_decay"], schedule=schedule, milestones=milestones,

@@ -31,6 +31,8 @@ population the caller names (its layout: :data:`ensdiv.chapters.training_methods
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import pickle
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,12 +44,23 @@ from ensdiv.data.corruptions import CBAR_CORRUPTIONS
 from ensdiv.data.paper.common import CIFAR_C_CORRUPTIONS, DTD_CLASSES, declare_class_subset
 from ensdiv.data.paper.imagenet import _timm_list
 from ensdiv.errors import InvalidInputError
+from ensdiv.tracing import strip_docstrings
 
-__all__ = ["FAKE_VERSION", "default_wnids", "write_images", "write_fake_data", "is_fake_data", "write_training_methods"]
+__all__ = ["generator_hash", "default_wnids", "write_images", "write_fake_data", "is_fake_data",
+           "write_training_methods"]
 
-#: bump when the written layouts change (a dry-run folder written by another version is rewritten)
-FAKE_VERSION = 2
 _STAMP = ".ensdiv-fake-data"
+
+
+def generator_hash(path: str | Path | None = None) -> str:
+    """A hash of this generator's code (the module at ``path``, this file by default; docstrings and comments
+    left out): a dry-run folder written by other generator code is rewritten, and the dry-run ledger re-runs the
+    pages (no version number kept by hand). ``""`` when the file cannot be read."""
+    try:
+        tree = ast.parse(Path(path or __file__).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    return hashlib.sha256(ast.dump(strip_docstrings(tree)).encode()).hexdigest()
 
 
 def default_wnids(n: int = 4) -> list[str]:
@@ -159,14 +172,14 @@ def write_fake_data(root: str | Path, *, wnids: Sequence[str] | None = None, tra
     write_images(root / "iNaturalist" / "images", per_class * len(wnids), seed + 700, ext="jpg")
     write_images(root / "openimage_o" / "images", per_class * len(wnids), seed + 800, ext="jpg")
     _class_folders(root / "dtd" / "images", list(DTD_CLASSES[:2]), per_class, seed + 900, ext="jpg")
-    (root / _STAMP).write_text(f"{FAKE_VERSION}\n")
+    (root / _STAMP).write_text(f"{generator_hash()}\n")
     return root
 
 
 def is_fake_data(root: str | Path) -> bool:
-    """Whether ``root`` was written by this version of :func:`write_fake_data`."""
+    """Whether ``root`` was written by :func:`write_fake_data` as its code is now (:func:`generator_hash`)."""
     stamp = Path(root) / _STAMP
-    return stamp.is_file() and stamp.read_text().strip() == str(FAKE_VERSION)
+    return stamp.is_file() and stamp.read_text().strip() == generator_hash()
 
 
 def write_training_methods(root: str | Path, models: Sequence[tuple[str, str, str, float]], *, n: int = 40,
