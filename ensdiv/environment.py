@@ -63,9 +63,12 @@ def installed_versions() -> dict[str, str]:
 
 def differences(path: Path | None = None) -> dict[str, tuple[str | None, str | None]]:
     """``{name: (locked, installed)}`` for every locked package installed at another version or missing
-    (installed packages the lock does not name are left out: tools such as ``uv`` change no result)."""
+    (installed packages the lock does not name are left out: tools such as ``uv`` change no result). The
+    installed versions are read once per process."""
     locked = locked_versions(path)
-    installed = installed_versions()
+    if "installed" not in _MEMO:
+        _MEMO["installed"] = installed_versions()
+    installed = _MEMO["installed"]
     return {n: (v, installed.get(n)) for n, v in sorted(locked.items()) if installed.get(n) != v}
 
 

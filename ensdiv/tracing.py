@@ -35,6 +35,7 @@ under one identifier may pull in both (an over-approximation: more re-runs, neve
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 import sys
@@ -83,8 +84,10 @@ class Recorder:
         self.fork_log = os.path.join(tempfile.gettempdir(), f"ensdiv-rec-{os.getpid()}-{id(self):x}.log")
 
 
-_STATE = {"installed": False, "page_log": None, "roots": (), "previous": None}
-_FIRST: dict[object, bool] = {}  # code object -> in the roots (each code object looked at once per process)
+_STATE = {"installed": False, "page_log": None, "roots": ()}
+_PREVIOUS = None  # a trace function installed before ours (a debugger's, coverage's): chained
+_OUT: set[object] = set()  # code objects outside the roots (most frames: one set lookup each)
+_IN: set[object] = set()  # code objects of the roots seen in this process
 _STACK: list[Recorder] = []
 _LOCK = threading.Lock()
 _MAX_DEPTH = 256
@@ -93,22 +96,24 @@ _MAX_DEPTH = 256
 def _trace(frame, event, arg):  # noqa: ANN001, ANN202 - the signature sys.settrace calls
     try:
         code = frame.f_code
-        hit = _FIRST.get(code)
-        if hit is None:
-            hit = code.co_filename.startswith(_STATE["roots"])
-            _FIRST[code] = hit
-            if hit and _STATE["page_log"]:
+        if code in _OUT:
+            return None if _PREVIOUS is None else _PREVIOUS(frame, event, arg)
+        if code not in _IN:
+            if not code.co_filename.startswith(_STATE["roots"]):
+                _OUT.add(code)
+                return None if _PREVIOUS is None else _PREVIOUS(frame, event, arg)
+            _IN.add(code)
+            if _STATE["page_log"]:
                 _append(_STATE["page_log"], f"{code.co_filename}\t{getattr(code, 'co_qualname', code.co_name)}\n")
-        if hit and _STACK:
+        if _STACK:
             rec = _STACK[-1]
             if code not in rec.codes:
                 rec.codes.add(code)
                 if os.getpid() != rec.pid:  # a forked worker: the recorder's process reads this back
                     _append(rec.fork_log, f"{code.co_filename}\t{getattr(code, 'co_qualname', code.co_name)}\n")
-        previous = _STATE["previous"]
     except (AttributeError, TypeError):  # the interpreter is shutting down: module globals are gone
         return None
-    return previous(frame, event, arg) if previous is not None else None
+    return None if _PREVIOUS is None else _PREVIOUS(frame, event, arg)
 
 
 def _append(path: str, text: str) -> None:
@@ -125,9 +130,10 @@ def _install() -> None:
     with _LOCK:
         if _STATE["installed"]:
             return
+        global _PREVIOUS
         _STATE["roots"] = tuple(r.rstrip(os.sep) + os.sep for r in roots_from_env())
         current = sys.gettrace()
-        _STATE["previous"] = current if current is not _trace else None  # a debugger's or coverage's, chained
+        _PREVIOUS = current if current is not _trace else None  # a debugger's or coverage's, chained
         sys.settrace(_trace)
         threading.settrace(_trace)
         _STATE["installed"] = True
@@ -228,6 +234,7 @@ def note_units(units: Iterable[tuple[str, str]]) -> None:
         _append(log, "".join(f"{f}\t{q}\n" for f, q in sorted(units)))
 
 
+@functools.lru_cache(maxsize=4096)
 def relative(file: str) -> str:
     """A unit's file as entry records name it: relative to the package's parent folder when below it."""
     path = Path(file)
@@ -237,6 +244,7 @@ def relative(file: str) -> str:
         return str(path)
 
 
+@functools.lru_cache(maxsize=4096)
 def absolute(file: str) -> str:
     return file if os.path.isabs(file) else str(BASE / file)
 
@@ -251,8 +259,11 @@ NEUTRAL = ("ensdiv/store.py", "ensdiv/tracing.py", "ensdiv/progress.py", "ensdiv
 def entry_record(units: Iterable[tuple[str, str]]) -> dict[str, str]:
     """``{"<file relative to the package's parent>::<qualname>": hash}`` of units, for a cache entry (the
     :data:`NEUTRAL` files left out)."""
-    pairs = {(absolute(relative(f)), q): f"{relative(f)}::{q}" for f, q in units
-             if not relative(f).startswith(NEUTRAL)}
+    pairs = {}
+    for f, q in units:
+        rel = relative(f)
+        if not rel.startswith(NEUTRAL):
+            pairs[(absolute(rel), q)] = f"{rel}::{q}"
     hashes = current_hashes(list(pairs))
     return {pairs[u]: hashes[u] for u in sorted(pairs, key=pairs.get)}
 
@@ -566,12 +577,19 @@ def current_hashes(units: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
     the files its hash read changed size or modification time (every page and entry shares most units)."""
     out: dict[tuple[str, str], str] = {}
     stats: dict[str, tuple[int, int]] = {}
+
+    def stat(file: str) -> tuple[int, int]:
+        found = stats.get(file)
+        if found is None:
+            found = stats[file] = _stat(file)
+        return found
+
     hasher: _Hasher | None = None
     for unit in units:
         cached = _HASHES.get(unit)
         if cached is not None:
             files = _DEPS[unit]
-            now = tuple(stats.setdefault(f, _stat(f)) for f in files)
+            now = tuple(stat(f) for f in files)
             if now == cached[0]:
                 out[unit] = cached[1]
                 continue
@@ -580,7 +598,7 @@ def current_hashes(units: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         value = hasher.unit(*unit)
         files = tuple(sorted(hasher.touched | {unit[0]}))
         _DEPS[unit] = files
-        _HASHES[unit] = (tuple(stats.setdefault(f, _stat(f)) for f in files), value)
+        _HASHES[unit] = (tuple(stat(f) for f in files), value)
         out[unit] = value
     return out
 

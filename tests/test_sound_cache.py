@@ -165,7 +165,6 @@ def test_an_entry_records_what_its_computation_ran_and_a_load_checks_it(tmp_path
     monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg))
     monkeypatch.syspath_prepend(str(pkg.parent))
     monkeypatch.setattr(tracing, "_STATE", {**tracing._STATE, "roots": (str(pkg) + os.sep,)})
-    tracing._FIRST.clear()
     lab = importlib.import_module("labpkg")
     store = Store(tmp_path / "cache")
     assert store.get_or_compute("derived", {"b": 1}, lambda: lab.derived(store)) == {"w": 7}
