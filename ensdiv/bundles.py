@@ -11,8 +11,16 @@ under its path in the store (``<kind>/<xx>/<key>.pt``). :func:`import_bundle` tr
   ``torch.load(weights_only=True)`` (the store's decoder: nothing is ever unpickled with code) and the key of
   the configuration stored inside must be the key its name says;
 
+- each member's size must be the manifest's before it is read; it is streamed to a temporary file in its store
+  folder (never held whole in memory beside the others), which is removed whatever happens;
+- a truncated or corrupt archive, a failed download (60 s without data is a failure) or a full disk is one
+  sentence;
+
 any failure is one sentence naming the member, and nothing of that bundle enters the store (entries are
-checked before the first is written, then written atomically). Entries already present are left as they are.
+checked before the first is moved into place, then moved atomically, with the permissions of any new file).
+Entries already present are left as they are. What was added is recorded with the bundle's SHA-256, scale and
+date in the store's ``imports.jsonl``: a bundle is trusted input, like code, and the book names the pages that
+used its entries.
 """
 
 from __future__ import annotations
@@ -20,18 +28,18 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 import tarfile
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
 from ensdiv.errors import EnsdivError
-from ensdiv.store import Store, _decode, _stored_key
+from ensdiv.store import Store, _decode, _stored_key, _umask
 
-__all__ = ["FORMAT", "export_bundle", "import_bundle"]
+__all__ = ["FORMAT", "IMPORTS", "DOWNLOAD_TIMEOUT", "export_bundle", "import_bundle", "imported_entries"]
 
 FORMAT = "ensdiv-cache-bundle-1"
 _ENTRY = re.compile(r"^[a-z0-9_-]+/[0-9a-f]{2}/([0-9a-f]{64})\.pt$")
@@ -74,80 +82,184 @@ def export_bundle(store: Store, paths: Iterable[str], file: str | Path, *, scale
             "skipped": skipped}
 
 
-def _fetch(source: str) -> Path:
-    """A local path, or a URL downloaded to a temporary file (the user has internet; runs never download)."""
+#: A downloaded bundle that sends nothing for this long is abandoned (seconds).
+DOWNLOAD_TIMEOUT = 60
+#: Where the store keeps the record of what it imported (one JSON line per bundle).
+IMPORTS = "imports.jsonl"
+
+
+def _fetch(source: str) -> tuple[Path, bool]:
+    """A local path, or a URL downloaded to a temporary file (the user has internet; runs never download):
+    ``(path, temporary)``. A network error, a timeout or an HTTP error is one sentence, and nothing is left."""
     if re.match(r"^https?://", source):
+        import http.client
+        import urllib.error
+
         fd, tmp = tempfile.mkstemp(suffix=".ensdiv-bundle")
-        with urllib.request.urlopen(source) as response, open(fd, "wb") as fh:  # noqa: S310 - a user's URL
-            while chunk := response.read(2**20):
-                fh.write(chunk)
-        return Path(tmp)
+        try:
+            with urllib.request.urlopen(source, timeout=DOWNLOAD_TIMEOUT) as response, \
+                    open(fd, "wb") as fh:  # noqa: S310 - a user's URL
+                while chunk := response.read(2**20):
+                    fh.write(chunk)
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+            Path(tmp).unlink(missing_ok=True)
+            why = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or type(exc).__name__
+            raise EnsdivError(f"Could not download the cache bundle {source} ({why}); check the address and the "
+                              "network, or download it and give its path.") from None
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return Path(tmp), True
     path = Path(source)
     if not path.is_file():
         raise EnsdivError(f"The cache bundle {source} does not exist; give a bundle file or an http(s) URL.")
-    return path
+    return path, False
+
+
+def imported_entries(store: Store) -> dict[str, dict]:
+    """``{entry path: {"bundle", "scale", "imported", "source"}}`` of every entry the store took from a bundle
+    (its record, :data:`IMPORTS`); a line that cannot be read is skipped."""
+    out: dict[str, dict] = {}
+    try:
+        lines = (store.root / IMPORTS).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            rec = json.loads(line)
+            for rel in rec["entries"]:
+                out[str(rel)] = {k: rec.get(k) for k in ("bundle", "scale", "imported", "source")}
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
 
 
 def import_bundle(store: Store, source: str | Path) -> dict:
-    """Check every entry of a bundle and add those the store lacks (see the module docstring).
+    """Check every entry of a bundle and add those the store lacks (see the module docstring); record what was
+    added, from which bundle (its SHA-256), at which scale and when, in the store's :data:`IMPORTS` (a bundle is
+    trusted input, like code: the book says which pages used its entries).
 
     Returns:
-        ``{"entries", "added", "present"}``.
+        ``{"entries", "added", "present", "scale", "bundle"}``.
 
     Raises:
-        EnsdivError: not a bundle, a member that is not a listed store entry, a checksum or key mismatch, an
-            entry that does not load as weights — one sentence naming the member.
+        EnsdivError: not a bundle, a truncated or corrupt archive, a download that failed, a member that is not
+            a listed store entry (or sits under another key's folder, or is larger than the manifest says), a
+            checksum or key mismatch, an entry that does not load as weights — one sentence naming it.
     """
-    path = _fetch(str(source))
+    path, temporary = _fetch(str(source))
     try:
-        tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError):
-        raise EnsdivError(f"{source} is not a cache bundle (not a readable tar file); export one with "
-                          "`ensdiv cache export`.") from None
-    with tar:
-        members = tar.getmembers()
-        names = [m.name for m in members]
-        if "manifest.json" not in names:
-            raise EnsdivError(f"{source} has no manifest.json, so it is not a cache bundle of ensdiv.")
-        info = members[names.index("manifest.json")]
-        if not info.isfile() or info.size > _MAX_MANIFEST:
-            raise EnsdivError(f"The manifest of {source} is not a plain file of sensible size.")
+        return _import(store, path, str(source))
+    finally:
+        if temporary:
+            path.unlink(missing_ok=True)
+
+
+def _sha_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(2**20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _import(store: Store, path: Path, source: str) -> dict:
+    import zlib
+
+    staged: list[tuple[Path, Path]] = []  # (temporary file, final path) of entries checked and not yet present
+    try:
         try:
-            manifest = json.loads(tar.extractfile(info).read())
-            listed = {e["path"]: e["sha256"] for e in manifest["entries"]}
-            ok_format = manifest.get("format") == FORMAT
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise EnsdivError(f"The manifest of {source} is not valid; export the bundle again.") from None
-        if not ok_format:
-            raise EnsdivError(f"{source} is a bundle of format {manifest.get('format')!r}, not {FORMAT!r}.")
-        blobs: dict[str, bytes] = {}
-        for m in members:
-            if m.name == "manifest.json":
+            tar = tarfile.open(path, "r:*")
+        except (tarfile.TarError, OSError, EOFError, zlib.error):
+            raise EnsdivError(f"{source} is not a cache bundle (not a readable tar file); export one with "
+                              "`ensdiv cache export`.") from None
+        with tar:
+            try:
+                manifest, listed, members = _manifest(tar, source)
+                entries = _check_members(store, tar, members, listed, source, staged)
+            except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+                if isinstance(exc, OSError) and not isinstance(exc, EOFError) and exc.strerror:
+                    raise EnsdivError(f"Could not import {source} into {store.root} ({exc.strerror}); nothing was "
+                                      "imported.") from None
+                raise EnsdivError(f"{source} is truncated or corrupt ({type(exc).__name__}); nothing was "
+                                  "imported.") from None
+        added = []
+        for tmp, final in staged:
+            if final.exists():
                 continue
-            if not m.isfile() or not _ENTRY.match(m.name) or m.name not in listed:
-                raise EnsdivError(f"The member {m.name!r} of {source} is not a store entry its manifest lists; "
-                                  "nothing was imported.")
-            data = tar.extractfile(m).read()
-            if hashlib.sha256(data).hexdigest() != listed[m.name]:
-                raise EnsdivError(f"The member {m.name!r} of {source} does not match its manifest's SHA-256; "
-                                  "nothing was imported.")
-            obj = _decode(data)
-            if obj is None or _stored_key(obj) != Path(m.name).stem:
-                raise EnsdivError(f"The member {m.name!r} of {source} is not a sound entry of its key (checksum, "
-                                  "format or configuration); nothing was imported.")
-            blobs[m.name] = data
-        missing = sorted(set(listed) - set(blobs))
-        if missing:
-            raise EnsdivError(f"{source} lacks the entry {missing[0]!r} its manifest lists; nothing was imported.")
-    added = 0
-    for rel, data in blobs.items():
-        final = store.root / rel
-        if final.exists():
+            tmp.replace(final)
+            added.append(final.relative_to(store.root).as_posix())
+        if added:
+            line = {"bundle": _sha_of(path), "source": source, "scale": manifest.get("scale"),
+                    "created": manifest.get("created"), "imported": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    "entries": added}
+            with open(store.root / IMPORTS, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line) + "\n")
+        return {"entries": entries, "added": len(added), "present": entries - len(added),
+                "scale": manifest.get("scale"), "bundle": _sha_of(path)}
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+
+
+def _manifest(tar: tarfile.TarFile, source: str) -> tuple[dict, dict[str, tuple[str, int]], list]:
+    members = tar.getmembers()
+    names = [m.name for m in members]
+    if "manifest.json" not in names:
+        raise EnsdivError(f"{source} has no manifest.json, so it is not a cache bundle of ensdiv.")
+    info = members[names.index("manifest.json")]
+    if not info.isfile() or info.size > _MAX_MANIFEST:
+        raise EnsdivError(f"The manifest of {source} is not a plain file of sensible size.")
+    try:
+        manifest = json.loads(tar.extractfile(info).read())
+        listed = {e["path"]: (e["sha256"], int(e["bytes"])) for e in manifest["entries"]}
+        ok_format = manifest.get("format") == FORMAT
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise EnsdivError(f"The manifest of {source} is not valid; export the bundle again.") from None
+    if not ok_format:
+        raise EnsdivError(f"{source} is a bundle of format {manifest.get('format')!r}, not {FORMAT!r}.")
+    return manifest, listed, members
+
+
+def _check_members(store: Store, tar: tarfile.TarFile, members: list, listed: dict, source: str,
+                   staged: list[tuple[Path, Path]]) -> int:
+    """Check each member against the manifest (its size before it is read, then its SHA-256, checksum,
+    decoding and key), streaming it to a temporary file in its store folder; returns the number of entries."""
+    seen = set()
+    for m in members:
+        if m.name == "manifest.json":
             continue
+        match = _ENTRY.match(m.name)
+        if not m.isfile() or not match or m.name not in listed:
+            raise EnsdivError(f"The member {m.name!r} of {source} is not a store entry its manifest lists; "
+                              "nothing was imported.")
+        key = match.group(1)
+        if m.name.split("/")[1] != key[:2]:
+            raise EnsdivError(f"The member {m.name!r} of {source} is not under its key's folder "
+                              f"({key[:2]}/); nothing was imported.")
+        digest, size = listed[m.name]
+        if m.size != size:
+            raise EnsdivError(f"The member {m.name!r} of {source} holds {m.size} bytes where its manifest lists "
+                              f"{size}; nothing was imported.")
+        final = store.root / m.name
         final.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".import-", suffix=".tmp")
-        with open(fd, "wb") as fh:
-            fh.write(data)
-        Path(tmp).replace(final)
-        added += 1
-    return {"entries": len(blobs), "added": added, "present": len(blobs) - added}
+        staged.append((Path(tmp), final))
+        h = hashlib.sha256()
+        with open(fd, "wb") as fh, tar.extractfile(m) as src:
+            while chunk := src.read(2**20):
+                h.update(chunk)
+                fh.write(chunk)
+            os.fchmod(fh.fileno(), 0o666 & ~_umask())  # the permissions of any new file, as the store's own
+        if h.hexdigest() != digest:
+            raise EnsdivError(f"The member {m.name!r} of {source} does not match its manifest's SHA-256; "
+                              "nothing was imported.")
+        obj = _decode(Path(tmp).read_bytes())
+        if obj is None or _stored_key(obj) != key:
+            raise EnsdivError(f"The member {m.name!r} of {source} is not a sound entry of its key (checksum, "
+                              "format or configuration); nothing was imported.")
+        seen.add(m.name)
+    missing = sorted(set(listed) - seen)
+    if missing:
+        raise EnsdivError(f"{source} lacks the entry {missing[0]!r} its manifest lists; nothing was imported.")
+    return len(seen)

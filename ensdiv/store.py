@@ -41,6 +41,7 @@ import io
 import json
 import os
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -376,3 +377,29 @@ def default_store() -> Store:
 def cached(kind: str, config: Mapping[str, Any], compute: Callable[[], Any], *, store: Store | None = None) -> Any:
     """Shorthand for ``(store or default_store()).get_or_compute(kind, config, compute)``."""
     return (store or default_store()).get_or_compute(kind, config, compute)
+
+
+def collect_temporary(store: Store, *, min_age: float = 3600.0) -> list[Path]:
+    """Remove the temporary files (``*.tmp``) that killed writers left in the store: those not written to for
+    ``min_age`` seconds that no running process has open (a live writer's file is never touched). Returns the
+    removed paths (``ensdiv cache gc``)."""
+    import psutil  # a dependency of the book's commands, imported only here
+
+    root = store.root.resolve()
+    candidates = [p for p in root.rglob("*.tmp") if p.is_file()]
+    now = time.time()
+    old = [p for p in candidates if now - p.stat().st_mtime >= min_age]
+    if not old:
+        return []
+    held: set[str] = set()
+    for proc in psutil.process_iter():
+        try:
+            held.update(f.path for f in proc.open_files())
+        except (psutil.Error, OSError):
+            continue
+    removed = []
+    for p in old:
+        if str(p) not in held:
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed

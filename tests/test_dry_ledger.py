@@ -136,17 +136,17 @@ def test_a_new_environment_re_runs_the_page_and_names_the_package(project, monke
         f"the environment changed (torch {was} -> 99.0)"
 
 
-def test_a_page_that_used_another_pages_dry_cache_is_stale_with_it(project):
-    """Page b loaded the entry page a trained, so b's run skipped the training code a ran: a change to that code
-    re-runs both. A page sharing no entry is not touched."""
+def test_a_page_is_stale_by_its_own_record_not_by_the_pages_it_shared_an_entry_with(project):
+    """Page b loaded the entry page a trained with ``f``: b's record holds ``f`` too (a loaded entry's units are
+    the page's, ensdiv.tracing.note_units), so a change to ``f`` re-runs both. Page c shared an entry with a that
+    does not involve ``f`` (its record has no ``f``): it is not re-run just for sharing it."""
     _record(project, "a", ["f"], cache=["models/x.pt"])
-    book, nb_b = _record(project, "b", ["g"], cache=["models/x.pt", "preds/y.pt"])
+    book, nb_b = _record(project, "b", ["g", "f"], cache=["models/x.pt", "preds/y.pt"])
     (project / "notebooks" / "c.ipynb").write_text("{}")
-    book, nb_c = _record(project, "c", ["g"], cache=["preds/z.pt"])
+    book, nb_c = _record(project, "c", ["g"], cache=["models/x.pt", "preds/z.pt"])
     _edit(project, "return 2 * x", "return 3 * x")
     pages = ledger.read_ledger(book)
-    assert ledger.stale_reason(pages, nb_b, root=project) == \
-        "notebooks/a.ipynb, whose dry cache entries it used, is stale: code it ran changed (ensdiv/mod.py: f)"
+    assert ledger.stale_reason(pages, nb_b, root=project) == "code it ran changed (ensdiv/mod.py: f)"
     assert ledger.stale_reason(pages, nb_c, root=project) is None
 
 

@@ -392,7 +392,8 @@ def test_a_book_from_an_imported_bundle_shows_the_same_claims(env, monkeypatch):
     assert _run(nb, out, force=True).status == "ok"
     assert _page(out, nb).records[0]["values"] != first
     # an entry the store already holds is left as it is (the page computed its own draw)
-    assert bundles.import_bundle(default_store(), bundle) == {"entries": 1, "added": 0, "present": 1}
+    again = bundles.import_bundle(default_store(), bundle)
+    assert (again["entries"], again["added"], again["present"], again["scale"]) == (1, 0, 1, "cpu")
 
 
 def _tar(path, members):
@@ -428,7 +429,8 @@ def test_a_bundle_with_anything_else_is_refused_in_one_sentence(env):
 
     def manifest(entries):
         return json.dumps({"format": bundles.FORMAT, "scale": "cpu",
-                           "entries": [{"path": p, "sha256": hashlib.sha256(d).hexdigest()} for p, d in entries]
+                           "entries": [{"path": p, "sha256": hashlib.sha256(d).hexdigest(),
+                                        "bytes": len(d) if d is not None else 0} for p, d in entries]
                            }).encode()
 
     evil = pickle.dumps(os.system)
@@ -438,7 +440,9 @@ def test_a_bundle_with_anything_else_is_refused_in_one_sentence(env):
         "is not a store entry its manifest lists": [("manifest.json", manifest([(rel, raw)])), (rel, raw),
                                                     ("../../evil.pt", raw)],
         "not a store entry": [("manifest.json", manifest([(rel, raw)])), (rel, raw), ("kind/ab/link.pt", None)],
-        "does not match its manifest": [("manifest.json", manifest([(rel, raw)])), (rel, raw + b"x")],
+        "does not match its manifest": [("manifest.json", manifest([(rel, raw)])),
+                                        (rel, raw[:-1] + bytes([raw[-1] ^ 1]))],
+        "where its manifest lists": [("manifest.json", manifest([(rel, raw)])), (rel, raw + b"x")],
         "is not a sound entry of its key": [("manifest.json", manifest([(rel, other)])), (rel, other)],
         "is not a sound entry of its key ": [("manifest.json", manifest([(rel, evil)])), (rel, evil)],
     }

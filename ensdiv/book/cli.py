@@ -12,20 +12,22 @@ import argparse
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from ensdiv.book.dry import dry_environment
 from ensdiv.book.fetch import fetch_data, fetch_weights
 from ensdiv.book.parameters import parse_value
 from ensdiv.book.processes import signals_as_interrupts
-from ensdiv.book.run import run_notebooks, summary, toc_notebooks
-from ensdiv.book.site import build_book
+from ensdiv.book.run import resolve_notebook, run_notebooks, summary, toc_notebooks
+from ensdiv.book.site import build_book, page_states
 from ensdiv.book.stamps import cache_entries
 from ensdiv.bundles import export_bundle, import_bundle
 from ensdiv.chapters import zoo
+from ensdiv.config import check_scale
 from ensdiv.data import list_datasets
 from ensdiv.errors import EnsdivError
 from ensdiv.paths import project_root
-from ensdiv.store import default_store
+from ensdiv.store import collect_temporary, default_store
 
 __all__ = ["main"]
 
@@ -47,6 +49,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(nb)
         return 0
     notebooks = args.notebooks or toc_notebooks()
+    for nb in notebooks:  # every path checked before a dry run writes its fake data
+        resolve_notebook(nb)
     if args.dry_run:
         if args.scale not in (None, "paper"):
             raise EnsdivError(f"--dry-run runs the paper presets; leave out --scale {args.scale}.")
@@ -67,10 +71,21 @@ def _cmd_book(args: argparse.Namespace) -> int:
     print(f"Book built in {time.perf_counter() - t0:.1f} s: open {index}")
     if failed:
         print(f"{len(failed)} notebook(s) failed; their pages show the error.", file=sys.stderr)
+    if args.html_only:  # nothing ran: say which pages are not current, and fail when one failed
+        states = page_states(args.scale)
+        for page, state, why in states:
+            print(f"  [{state}] {page}: {why}", file=sys.stderr)
+        if any(state == "failed" for _, state, _ in states):
+            print(f"{sum(s == 'failed' for _, s, _ in states)} page(s) failed; --html-only rendered them as "
+                  "failed.", file=sys.stderr)
+            return 1
     return 1 if failed else 0
 
 
 def _cmd_zoo(args: argparse.Namespace) -> int:
+    if args.only is not None and not args.only:
+        raise EnsdivError("--only needs at least one recipe name (list them with `ensdiv zoo list`); without "
+                          "--only every recipe is meant.")
     if args.action == "build":
         table = zoo.zoo_build(args.scale, only=args.only, workers=args.workers)
     else:
@@ -94,6 +109,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_cache(args: argparse.Namespace) -> int:
     store = default_store()
     if args.action == "export":
+        check_scale(args.scale)
+        target = Path(args.file)
+        if target.is_dir():
+            raise EnsdivError(f"{args.file} is a folder; give the bundle's file name (e.g. {target / 'cache.tar.gz'}).")
+        if target.name.endswith(".tgz"):
+            raise EnsdivError(f"Name the bundle {target.name[:-4]}.tar.gz (compressed) or .tar: a bundle is compressed "
+                              "when its name ends in .gz.")
         entries = cache_entries(args.scale)
         if not entries:
             raise EnsdivError(f"No finished page of scale {args.scale} recorded a cache entry; build the book at that "
@@ -102,10 +124,19 @@ def _cmd_cache(args: argparse.Namespace) -> int:
         print(f"{out['entries']} entries, {out['bytes'] / 2**20:.1f} MiB in {out['file']}"
               + (f"; {len(out['skipped'])} recorded entries were missing or unsound and left out" if out["skipped"]
                  else ""))
+    elif args.action == "gc":
+        removed = collect_temporary(store, min_age=args.min_age)
+        if removed:
+            print(f"{len(removed)} temporary file(s) of killed writers removed from {store.root}; files a live "
+                  "writer holds open were left alone.")
+        else:
+            print(f"No temporary file of a killed writer in {store.root}.")
     else:
         store.check_writable()
         out = import_bundle(store, args.file)
-        print(f"{out['entries']} entries checked; {out['added']} added to {store.root}, {out['present']} already there")
+        print(f"{out['entries']} entries of a {out['scale']}-scale bundle (SHA-256 {out['bundle'][:12]}) checked; "
+              f"{out['added']} added to {store.root}, {out['present']} already there. The pages that use them say so "
+              "in their verdict box.")
     return 0
 
 
@@ -165,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--scale", default="cpu")
     imp = cache_sub.add_parser("import", help="check a bundle entry by entry and add what the cache lacks")
     imp.add_argument("file", help="a bundle file or an http(s) URL")
+    gc = cache_sub.add_parser("gc", help="remove the temporary files killed writers left in the cache")
+    gc.add_argument("--min-age", type=float, default=3600.0,
+                    help="only files not written to for this many seconds (default 3600)")
     cache.set_defaults(func=_cmd_cache)
 
     fetch = sub.add_parser("fetch", help="download, once, the pretrained weights or the data a paper-scale run needs")
@@ -182,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command in ("run", "book"):  # SIGTERM/SIGHUP end kernels, jupyter-book and partial files too
+        if args.command in ("run", "book", "zoo"):  # SIGTERM/SIGHUP end kernels, workers, jupyter-book, partials
             with signals_as_interrupts():
                 return args.func(args)
         return args.func(args)

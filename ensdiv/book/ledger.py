@@ -13,9 +13,9 @@ one entry of a ledger committed with the code (``tests/dry_runs.json``):
 - ``ran``: every unit of package code the dry run executed, by file relative to the project root, and ``code``: one
   hash over their sources without docstrings and comments (:func:`ensdiv.tracing.code_hashes`). The ledger's
   top-level ``units`` holds each unit's hash as last recorded, only to name the unit that changed;
-- ``cache``: the dry cache entries it loaded or saved. A dry run answered by an entry another page's dry run
-  trained did not execute the training code, so a page is current only while every page it shared a cache entry
-  with is too (one step: the entry's producer shared it).
+- ``cache``: the dry cache entries it loaded or saved (what it shows; ``ran`` already holds the units of every
+  entry it loaded, so a page answered by an entry another page's dry run trained re-runs when the training code
+  changes, by its own record).
 
 ``make test`` then dry-runs a page only when its entry is missing or stale (:func:`stale_reason`), and otherwise
 reports it skipped with the date its dry run passed: what pytest-testmon does for tests, for dry runs. A page
@@ -148,8 +148,9 @@ def stale_reason(ledger: dict[str, Any], notebook: Path, *, root: Path | None = 
 
     Stale: no entry; the notebook, the environment (the lock's pins, the Python version, a departure from the
     lock), ``book/data`` or the fake-data generator changed; a unit of code the dry run executed changed (its
-    source without docstrings and comments, with the module-level bindings it names) or is gone; or a page it
-    shared a dry cache entry with is stale for one of those reasons.
+    source without docstrings and comments, with the module-level bindings it names) or is gone. A page that
+    loaded a dry cache entry another page computed holds that entry's units in its own record
+    (:func:`ensdiv.tracing.note_units`), so no page is stale for another's sake.
     """
     root = Path(root or project_root()).resolve()
     units = ledger.get("units") if isinstance(ledger.get("units"), dict) else {}
@@ -159,17 +160,7 @@ def stale_reason(ledger: dict[str, Any], notebook: Path, *, root: Path | None = 
     if not isinstance(entry, dict):
         return "it has no entry in the ledger"
     env = _environment(root)
-    reason = _own_change(entry, notebook, root, env, units)
-    if reason:
-        return reason
-    mine = set(entry.get("cache") or [])
-    for other, theirs in sorted(ledger.items()):
-        if other == key or not isinstance(theirs, dict) or not mine & set(theirs.get("cache") or []):
-            continue
-        change = _own_change(theirs, root / other, root, env, units)
-        if change:
-            return f"{other}, whose dry cache entries it used, is stale: {change}"
-    return None
+    return _own_change(entry, notebook, root, env, units)
 
 
 def record_dry_run(path: Path, notebook: Path, entry: dict[str, Any], *, root: Path | None = None) -> None:

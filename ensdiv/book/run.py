@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
+import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -32,14 +34,13 @@ from nbformat.warnings import MissingIDFieldWarning
 from ensdiv import chapters, reads, tracing
 from ensdiv.book.parameters import inject, render
 from ensdiv.book.stamps import (
-    code_unchanged,
     data_signature,
     environment_stamp,
     finish,
-    reads_unchanged,
+    rerun_reason,
     sha,
-    stamp_of,
     tree_hash,
+    unfinished,
 )
 from ensdiv.chapters import zoo
 from ensdiv.config import check_scale
@@ -49,7 +50,12 @@ from ensdiv.report import STAGING_ENV, read_records
 from ensdiv.store import ACCESS_LOG_ENV, default_store
 
 __all__ = ["NotebookResult", "run_notebooks", "toc_notebooks", "notebook_parameters", "check_parameters",
-           "summary"]
+           "summary", "NO_CLAIM_PAGES", "page_stamp", "resolve_notebook"]
+
+#: The book's pages that report measurements or a worked example and record no claim. Every other page of
+#: ``notebooks/`` is ``ok`` only when its run wrote at least one claim record.
+NO_CLAIM_PAGES = frozenset({"notebooks/foundations/benchmarks.ipynb",
+                            "notebooks/synthesis/one_ensemble_every_measure.ipynb"})
 
 
 @dataclass
@@ -100,14 +106,28 @@ def notebook_parameters(path: Path) -> dict[str, Any]:
             return declared
     return {}
 
-def _resolve(path: str | Path) -> Path:
+def resolve_notebook(path: str | Path) -> Path:
+    """A notebook the runner can execute: an existing ``.ipynb`` file that is a JSON notebook (one sentence for a
+    folder, another kind of file, a file that is not JSON)."""
     p = Path(path)
     if not p.is_absolute() and not p.exists():
         p = project_root() / p
+    if p.is_dir():
+        raise EnsdivError(f"{path} is a folder, not a notebook; give a notebook's path (list them with "
+                          "`ensdiv run --list`).")
     if p.suffix != ".ipynb":
+        if p.exists():
+            raise EnsdivError(f"{path} is not a notebook (a notebook's name ends in .ipynb); list them with "
+                              "`ensdiv run --list`.")
         p = p.with_suffix(".ipynb")
     if not p.exists():
         raise EnsdivError(f"Notebook {path} does not exist; list them with `ensdiv run --list`.")
+    try:
+        ok = isinstance(json.loads(p.read_text(encoding="utf-8")), dict)
+    except (OSError, ValueError):
+        ok = False
+    if not ok:
+        raise EnsdivError(f"{path} is not a readable notebook (not JSON); open it in Jupyter or restore it.")
     return p.resolve()
 
 def toc_notebooks(toc: Path | None = None, *, root: Path | None = None) -> list[Path]:
@@ -163,9 +183,21 @@ def check_parameters(nb: Path, scale: str, params: dict[str, Any]) -> None:
 
 @contextlib.contextmanager
 def _notebook_lock(out: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``<out>.lock`` (waits while another run of this notebook holds it)."""
+    """Hold an exclusive lock on ``<out>.lock``; while another run of this notebook holds it, say so (naming its
+    process) and wait."""
     with open(out.with_suffix(".lock"), "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            print(f"  [wait]   {out.name}: another run (process {holder}) is executing this page; waiting for it",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
         try:
             yield
         finally:
@@ -193,9 +225,11 @@ def _alive(pid: int) -> bool:
     return True
 
 def _read_roots(params: dict[str, Any]) -> list[str]:
-    """The folders whose reads a page's rerun check follows: ``$ENSDIV_DATA``, Debian's Fashion-MNIST and
-    every existing folder a string parameter names (``data_root``)."""
-    roots = [os.environ.get("ENSDIV_DATA", ""), "/usr/share/datasets/fashion-mnist"]
+    """The folders whose reads a page's rerun check follows: ``$ENSDIV_DATA``, Debian's Fashion-MNIST, the
+    benchmarks' results (the benchmarks page shows them: ``make bench`` re-runs it) and every existing folder a
+    string parameter names (``data_root``)."""
+    roots = [os.environ.get("ENSDIV_DATA", ""), "/usr/share/datasets/fashion-mnist",
+             str(project_root() / "benchmarks" / "results")]
     roots += [v for v in params.values() if isinstance(v, str) and v and os.path.isabs(v)]
     return [r for r in dict.fromkeys(roots) if r and os.path.isdir(r)]
 
@@ -233,7 +267,7 @@ def run_notebooks(
         raise EnsdivError(f"Set the scale with the scale argument (ensdiv run --scale {params['scale']}), "
                           "not as a parameter.")
     render({"scale": scale, **params})  # every name an identifier, every value plain data, before any run
-    notebooks = [_resolve(p) for p in paths]
+    notebooks = [resolve_notebook(p) for p in paths]
     for nb in notebooks:
         declared = notebook_parameters(nb)
         if "scale" not in declared:
@@ -246,8 +280,7 @@ def run_notebooks(
             )
         check_parameters(nb, scale, params)
     out_root = Path(out_root or build_dir() / "executed" / scale)
-    base = {"environment": environment_stamp(), "book_data": tree_hash(project_root() / "book" / "data"),
-            "data": data_signature()}
+    base = _base_stamp()
     results = []
     root = Path(root or project_root()).resolve()
     cache_checked = False
@@ -256,10 +289,11 @@ def run_notebooks(
         out = out_root / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         all_params = {"scale": scale, **params}
-        stamp = {"source": sha(nb.read_bytes()), "params": all_params, **base}
+        stamp = page_stamp(nb, all_params, base)
         with _notebook_lock(out):
             _remove_stale_partials(out)
-            if not force and stamp_of(out) == stamp and reads_unchanged(out) and code_unchanged(out):
+            why = "--force" if force else rerun_reason(out, stamp)
+            if why is None:
                 results.append(NotebookResult(nb, out, "cached", 0.0, params=all_params))
                 if progress:
                     print(f"  [cached] {rel}", flush=True)
@@ -269,13 +303,24 @@ def run_notebooks(
                 cache_checked = True
             out.with_suffix(".stamp.json").unlink(missing_ok=True)  # the separate stamp of older versions
             if progress:
-                print(f"  [run]    {rel} (scale={scale}) ...", flush=True)
+                print(f"  [run]    {rel} (scale={scale}): {why} ...", flush=True)
             res = _execute(pm, nb, out, rel.as_posix(), all_params, stamp, kernel=kernel, scale=scale, trace=trace)
         if progress:
             tag = "ok" if res.status == "ok" else "FAILED"
             print(f"  [{tag:<6}] {rel} in {res.seconds:.1f} s" + (f": {res.error}" if res.error else ""), flush=True)
         results.append(res)
     return results
+
+def _base_stamp() -> dict[str, Any]:
+    """The parts of every page's stamp that do not depend on the page."""
+    return {"environment": environment_stamp(), "book_data": tree_hash(project_root() / "book" / "data"),
+            "data": data_signature()}
+
+
+def page_stamp(nb: Path, params: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a run of notebook ``nb`` with ``params`` (the scale among them) is stamped with."""
+    return {"source": sha(Path(nb).read_bytes()), "params": params, **(base or _base_stamp())}
+
 
 @contextlib.contextmanager
 def _environ(**values: str) -> Iterator[None]:
@@ -321,7 +366,13 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
                     # the reader's business (its errors still show)
                     extra_arguments=["--IPKernelApp.log_level=ERROR"],
                 )
+                why = unfinished(json.loads(tmp.read_text()))
+                if why:
+                    raise EnsdivError(f"The run did not finish: {why}")
                 records = read_records(staging, scale=scale)
+                if not records and rel.startswith("notebooks/") and rel not in NO_CLAIM_PAGES:
+                    raise EnsdivError("The run wrote no claim record: a page calls ed.report.claim (a page of "
+                                      "measurements only is listed in ensdiv.book.run.NO_CLAIM_PAGES).")
                 for record in records:
                     record["notebook"] = rel  # the page it belongs to, whatever the kernel's environment said
                 code = page_units(tracing.read_log(trace_log), source) if trace else None
@@ -330,9 +381,15 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
                 return NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=params)
             except Exception as exc:  # noqa: BLE001 - report every failure by name and go on
                 error = str(exc) if isinstance(exc, EnsdivError) else _error_of(exc)
-                if not tmp.exists():  # nothing executed: the copy says so; an older one must not pass for it
-                    shutil.copyfile(nb, tmp)
-                finish(tmp, out, "failed", stamp, error=error, source=nb)  # the executed copy keeps the error
+                if isinstance(exc, OSError) and exc.strerror:
+                    error = f"Could not write in {out.parent} ({exc.strerror})."
+                try:
+                    if not _readable(tmp):  # nothing (or a truncated copy) written: the source stands for it
+                        shutil.copyfile(nb, tmp)
+                    finish(tmp, out, "failed", stamp, error=error, source=nb)  # the executed copy keeps the error
+                except (OSError, ValueError) as again:  # a full or read-only build folder: say so, go on
+                    why = getattr(again, "strerror", None) or str(again)
+                    error = f"{error} Its executed copy could not be written in {out.parent} ({why})."
                 return NotebookResult(nb, out, "failed", time.perf_counter() - t0, error, params)
     finally:
         tmp.unlink(missing_ok=True)
@@ -355,6 +412,14 @@ def page_units(units: list[tuple[str, str]], notebook: nbformat.NotebookNode) ->
             continue
     modules = sorted({f for f, q in units if q == "<module>"})
     return sorted(set(units) | set(tracing.binding_units(modules, names)))
+
+
+def _readable(path: Path) -> bool:
+    """Whether ``path`` holds a whole notebook (a partial copy cut short by a full disk does not)."""
+    try:
+        return isinstance(json.loads(path.read_text()), dict)
+    except (OSError, ValueError):
+        return False
 
 
 def summary(results: list[NotebookResult]) -> str:

@@ -23,12 +23,14 @@ from pathlib import Path
 import yaml
 
 from ensdiv.book.processes import run_group
-from ensdiv.book.run import NotebookResult, run_notebooks, toc_notebooks
-from ensdiv.book.stamps import page_run
+from ensdiv.book.run import NotebookResult, page_stamp, run_notebooks, toc_notebooks
+from ensdiv.book.stamps import meta_of, page_run, rerun_reason
+from ensdiv.bundles import imported_entries
 from ensdiv.config import check_scale
 from ensdiv.errors import EnsdivError
 from ensdiv.paths import build_dir, project_root
 from ensdiv.report import PageRun, chapter_summary, claims_page, slug, verdict_box
+from ensdiv.store import default_store
 
 __all__ = ["KEY_FIGURES", "build_book", "book_config", "mathjax_source", "first_image"]
 
@@ -175,7 +177,7 @@ def first_image(notebook: Path) -> tuple[bytes, str] | None:
 
 _PVTR = "## Paper vs this run"
 
-def _present(executed: Path, page: PageRun, out: Path) -> Path:
+def _present(executed: Path, page: PageRun, out: Path, *, provenance: str = "") -> Path:
     """The copy of an executed notebook the book renders (written to ``out``): the answer first — a verdict box
     from the page's claim records under its title, linked to its "Paper vs this run" heading (given a label) —
     the claim cell's code folded (``hide-input``: its verdict and tables stay shown) and the injected
@@ -195,6 +197,8 @@ def _present(executed: Path, page: PageRun, out: Path) -> Path:
         elif cell.get("cell_type") == "code" and "report.claim(" in text and "hide-input" not in tags:
             tags.append("hide-input")
     box = verdict_box(page, target=target if labelled else None)
+    if box and provenance:
+        box = f"{box}\n\n{provenance}"
     if box and cells:
         at = 1 if cells[0].get("cell_type") == "markdown" else 0
         cells.insert(at, {"cell_type": "markdown", "id": f"ensdiv-verdict-{target}"[:64],
@@ -263,6 +267,58 @@ def _jupyter_book() -> list[str]:
     jb = Path(sys.executable).parent / "jupyter-book"
     return [str(jb if jb.exists() else Path(shutil.which("jupyter-book") or "jupyter-book"))]
 
+def _exploration(stamp: object) -> str:
+    """The verdict box's line for a page last run with ``-p`` parameters (an exploration, not the book's preset);
+    "" for a page run as the book runs it."""
+    params = stamp.get("params") if isinstance(stamp, dict) else None
+    extra = {k: v for k, v in (params or {}).items() if k != "scale"} if isinstance(params, dict) else {}
+    if not extra:
+        return ""
+    shown = ", ".join(f"`-p {k} {v!r}`" for k, v in sorted(extra.items()))
+    return (f"**Exploration.** This page was last run with {shown}, not with the book's preset; "
+            "`ensdiv book` runs it again as the book does.")
+
+
+def _provenance(used: object, imported: dict[str, dict]) -> str:
+    """The verdict box's line for a page that used cache entries imported from a bundle ("" when it used none):
+    how many, from which bundles (SHA-256, scale, date). A bundle is trusted input, like code."""
+    hits = [imported[p] for p in (used if isinstance(used, list) else []) if p in imported]
+    if not hits:
+        return ""
+    bundles = sorted({(str(h.get("bundle") or "")[:12], str(h.get("scale")), str(h.get("imported"))[:10])
+                      for h in hits})
+    shown = "; ".join(f"bundle {b} ({s} scale, imported {d})" for b, s, d in bundles)
+    return (f"**Provenance.** {len(hits)} of the cache entries this page used were imported, not computed "
+            f"here: {shown}. Their numbers are the exporting build's.")
+
+
+def _page(executed: Path, notebook: str, scale: str) -> PageRun:
+    """:func:`ensdiv.book.stamps.page_run`, with a malformed record a failed page rather than the book's end."""
+    try:
+        return page_run(executed, notebook, scale=scale)
+    except EnsdivError as exc:
+        return PageRun(notebook, "failed", str(exc))
+
+
+def page_states(scale: str, root: Path | None = None) -> list[tuple[str, str, str]]:
+    """``(page, state, why)`` of every page of ``_toc.yml`` at ``scale`` that is not current: ``failed`` (its
+    last run failed, or its copy is unreadable or of another scale) or ``stale`` (a run now would re-run it, and
+    why); what ``ensdiv book --html-only`` names."""
+    root = Path(root or project_root()).resolve()
+    executed = build_dir() / "executed" / scale
+    out = []
+    for nb in toc_notebooks(root=root):
+        rel = nb.relative_to(root)
+        page = _page(executed / rel, rel.as_posix(), scale)
+        if page.status == "failed":
+            out.append((rel.as_posix(), "failed", page.error.strip().splitlines()[0] if page.error else ""))
+            continue
+        why = rerun_reason(executed / rel, page_stamp(nb, {"scale": scale}))
+        if why:
+            out.append((rel.as_posix(), "stale" if page.status == "ok" else "not run", why))
+    return out
+
+
 def build_book(
     *, scale: str = "cpu", force: bool = False, html_only: bool = False, root: Path | None = None
 ) -> tuple[list[NotebookResult], Path]:
@@ -295,13 +351,23 @@ def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None) 
     files: dict[Path, Path] = {Path(name): root / name for name in ("_config.yml", "_toc.yml")}
     files[Path("_config.yml")] = book_config(root / "_config.yml", build_dir(), local_mathjax=mathjax is not None)
     files.update(_tree(root / "book", Path("book")))
-    # every page as its executed copy shows it (status and promoted records), whatever this build ran
-    pages = [page_run(executed / nb.relative_to(root), nb.relative_to(root).as_posix()) for nb in notebooks]
+    # every page as its executed copy shows it (status and promoted records), whatever this build ran; a copy
+    # that cannot be read or presented fails its page in one sentence, and the book goes on
+    pages = [_page(executed / nb.relative_to(root), nb.relative_to(root).as_posix(), scale) for nb in notebooks]
+    imported = imported_entries(default_store())
     presented = build_dir() / "presented" / scale
-    for nb, page in zip(notebooks, pages, strict=True):
+    for i, (nb, page) in enumerate(zip(notebooks, pages, strict=True)):
         rel = nb.relative_to(root)
         src = executed / rel
-        files[rel] = _present(src, page, presented / rel) if src.exists() else nb
+        try:
+            meta = meta_of(src) if src.exists() else {}
+            note = "\n\n".join(x for x in (_exploration(meta.get("stamp")), _provenance(meta.get("cache"), imported))
+                                 if x)
+            files[rel] = _present(src, page, presented / rel, provenance=note) if src.exists() else nb
+        except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
+            pages[i] = PageRun(page.notebook, "failed", f"Its executed copy {src} could not be presented "
+                                                        f"({type(exc).__name__}); run the page again.")
+            files[rel] = nb
     files.update(_tree(root / "benchmarks" / "results", Path("benchmarks") / "results"))
     files.update(_tree(root / "book" / "_static", Path(_STATIC)))  # the book's CSS (verdict box, badges)
     if mathjax is not None:

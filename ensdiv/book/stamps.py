@@ -34,7 +34,8 @@ from ensdiv.paths import build_dir
 from ensdiv.report import PageRun, check_record
 
 __all__ = ["DEPENDENCIES", "environment_stamp", "versions", "tree_hash", "data_signature", "meta_of", "stamp_of",
-           "reads_unchanged", "code_unchanged", "finish", "page_run", "cache_entries", "sha"]
+           "reads_unchanged", "code_unchanged", "changed_code", "rerun_reason", "unfinished", "finish", "page_run",
+           "cache_entries", "sha"]
 
 
 def sha(data: bytes) -> str:
@@ -119,6 +120,76 @@ def code_unchanged(path: Path) -> bool:
     units = [tuple(u) for u in recorded["units"] if isinstance(u, list | tuple) and len(u) == 2]
     return tracing.combined(tracing.hashes_now(units)) == recorded.get("hash")
 
+def changed_code(path: Path) -> str | None:
+    """The first unit of package code the last run of ``path`` used whose source hashes otherwise now
+    (``"ensdiv/metrics/diversity.py:disagreement"``), ``"code it used"`` when the copy has no per-unit hashes,
+    or ``None`` when every unit hashes as it did."""
+    recorded = meta_of(path).get("code")
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("units"), list):
+        return "code it used (no record of it)"
+    units = [tuple(u) for u in recorded["units"] if isinstance(u, list | tuple) and len(u) == 2]
+    now = tracing.hashes_now(units)
+    if tracing.combined(now) == recorded.get("hash"):
+        return None
+    before = recorded.get("hashes") if isinstance(recorded.get("hashes"), dict) else {}
+    for key in sorted(now):
+        if before.get(key) != now[key]:
+            file, _, qualname = key.partition("::")
+            return f"{tracing.relative(file)}:{qualname}"
+    return "code it used"
+
+
+_STAMP_PARTS = {"source": "the notebook changed", "params": "its parameters changed",
+                "book_data": "book/data changed", "data": "$ENSDIV_DATA changed"}
+
+
+def rerun_reason(path: Path, stamp: dict) -> str | None:
+    """Why the page whose executed copy is ``path`` must run again under ``stamp``, in a few words (``"torch
+    2.4.1 -> 2.5.0"``, ``"ensdiv/metrics/diversity.py:disagreement changed"``), or ``None`` when the copy is
+    current (what :func:`stamp_of`, :func:`reads_unchanged` and :func:`code_unchanged` decide together)."""
+    if not Path(path).exists():
+        return "no executed copy yet"
+    meta = meta_of(path)
+    if not meta:
+        return "its executed copy is unreadable"
+    if meta.get("status") != "ok":
+        return "its last run failed"
+    old = meta.get("stamp") if isinstance(meta.get("stamp"), dict) else {}
+    if old.get("environment") != stamp.get("environment"):
+        was = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
+        now = versions()
+        moved = [f"{n} {was.get(n)} -> {now.get(n)}" for n in sorted(now) if was and was.get(n) != now.get(n)]
+        return "the environment changed" + (f" ({', '.join(moved)})" if moved else " (requirements.lock)")
+    for key, why in _STAMP_PARTS.items():
+        if old.get(key) != stamp.get(key):
+            return why
+    if set(old) != set(stamp):
+        return "its stamp is of another ensdiv"
+    if not reads_unchanged(path):
+        return "data it read changed"
+    unit = changed_code(path)
+    return None if unit is None else f"{unit} changed"
+
+
+def unfinished(nb: dict) -> str | None:
+    """Why an executed notebook (its JSON) did not run to its end, in one sentence; ``None`` when every code cell
+    with code ran and none ended the run early (a ``SystemExit``: ``sys.exit(0)`` ends papermill's run cleanly)."""
+    for i, cell in enumerate(nb.get("cells") or [], 1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        if not ("".join(source) if isinstance(source, list) else str(source)).strip():
+            continue
+        for out in cell.get("outputs") or []:
+            text = out.get("text", "") if isinstance(out, dict) else ""
+            text = "".join(text) if isinstance(text, list) else str(text)
+            if isinstance(out, dict) and (out.get("ename") == "SystemExit" or "SystemExit" in text):
+                return f"cell {i} ended the run early (SystemExit); a page must run to its last cell."
+        if cell.get("execution_count") is None:
+            return f"cell {i} never ran: the run stopped before it."
+    return None
+
+
 def finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", claims: list | None = None,
             read: list[str] | None = None, source: Path | None = None,
             code: list[tuple[str, str]] | None = None, cache: list[str] | None = None) -> None:
@@ -131,16 +202,23 @@ def finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", c
     nb.setdefault("metadata", {})["ensdiv"] = {
         "status": status, "error": error, "stamp": stamp if ok else None, "claims": list(claims or []) if ok else [],
         "reads": {"folders": read, "hash": reads.signature(read)} if ok and read is not None else None,
-        "code": ({"units": [list(u) for u in code], "hash": tracing.combined(tracing.hashes_now(code))}
-                 if ok and code is not None else None),
+        "code": (_code_record(code) if ok and code is not None else None),
+        "versions": versions() if ok else None,  # only to name a package that moved (rerun_reason)
         "cache": list(cache or []) if ok else [],  # the store entries the run loaded or saved (ensdiv cache export)
     }
     tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     tmp.replace(out)
 
-def page_run(executed: Path, notebook: str) -> PageRun:
+def _code_record(code: list[tuple[str, str]]) -> dict:
+    hashes = tracing.hashes_now(code)
+    return {"units": [list(u) for u in code], "hash": tracing.combined(hashes), "hashes": hashes}
+
+
+def page_run(executed: Path, notebook: str, *, scale: str | None = None) -> PageRun:
     """The state of one page as its executed copy shows it: its status and the claim records its last
-    finished run promoted (:class:`ensdiv.report.PageRun`).
+    finished run promoted (:class:`ensdiv.report.PageRun`). An unreadable copy is a failed page whose error
+    names it; with ``scale``, a copy whose records were made at another scale (a copy put there by hand) is a
+    failed page too.
 
     Raises:
         EnsdivError: a claim record in the copy is malformed (one sentence naming the file).
@@ -148,11 +226,17 @@ def page_run(executed: Path, notebook: str) -> PageRun:
     if not executed.exists():
         return PageRun(notebook, "not run")
     meta = meta_of(executed)
+    if not meta:
+        return PageRun(notebook, "failed", f"Its executed copy {executed} is unreadable (not a notebook this "
+                                           "book wrote); run the page again.")
     if meta.get("status") != "ok":
         return PageRun(notebook, "failed", str(meta.get("error") or "the run did not finish"))
     records = meta.get("claims") or []
     if not isinstance(records, list):
         raise EnsdivError(f"The claim records in {executed} are malformed (not a list); re-run its notebook.")
+    if scale is not None and any(isinstance(r, dict) and r.get("scale") != scale for r in records):
+        return PageRun(notebook, "failed", f"Its executed copy {executed} holds records of another scale than "
+                                           f"{scale}; run the page again at {scale}.")
     return PageRun(notebook, "ok", records=tuple(check_record(r, str(executed)) for r in records))
 
 def cache_entries(scale: str) -> list[str]:

@@ -1,0 +1,305 @@
+"""Reliability of the book's pages (the reliability issue of the evidence wave, items 1, 4, 5 and 7): a page is
+``ok`` only when it ran to its end and wrote its claims, one bad copy or a full build folder fails one page in
+one sentence and the rest goes on, records of another scale never pass, ``--html-only`` names what is not
+current, and every re-run says why. Each test is named after its item and fails on the code before it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from ensdiv import reads, tracing
+from ensdiv.book import cli, site, stamps
+from ensdiv.book import run as runner
+
+CLAIM = ('import ensdiv as ed\n'
+         'ed.report.claim(paper="foundations", item="Fig. Z", claim="x is below y.", '
+         'checks=[ed.report.less("x", "y")], ours={"x": 1, "y": 2}, scale=scale)')
+
+
+def _notebook(path: Path, *cells: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    first = nbformat.v4.new_code_cell('scale = "cpu"')
+    first.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Tiny page"), first, *map(nbformat.v4.new_code_cell, cells)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENSDIV_BUILD", str(tmp_path / "build"))
+    monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ENSDIV_NOTEBOOK", raising=False)
+    monkeypatch.delenv("ENSDIV_DATA", raising=False)
+    return tmp_path
+
+
+def _run(nbs: list[Path], root: Path, **kw) -> list[runner.NotebookResult]:
+    return runner.run_notebooks(nbs, scale="cpu", out_root=root / "out", progress=False, root=root, **kw)
+
+
+# --- item 1: ok only when the page finished and wrote its claims ---------------------------------------------
+
+def test_unfinished_reads_a_systemexit_and_a_cell_that_never_ran():
+    ok = {"cells": [{"cell_type": "code", "source": "x = 1", "execution_count": 1, "outputs": []},
+                    {"cell_type": "code", "source": "", "execution_count": None, "outputs": []},
+                    {"cell_type": "markdown", "source": "text"}]}
+    assert stamps.unfinished(ok) is None
+    exited = {"cells": [{"cell_type": "code", "source": "import sys; sys.exit(0)", "execution_count": 1,
+                         "outputs": [{"output_type": "error", "ename": "SystemExit", "evalue": "0"}]}]}
+    assert stamps.unfinished(exited) == "cell 1 ended the run early (SystemExit); a page must run to its last cell."
+    stopped = {"cells": [ok["cells"][0], {"cell_type": "code", "source": ["print(", "2)"], "execution_count": None}]}
+    assert stamps.unfinished(stopped) == "cell 2 never ran: the run stopped before it."
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("stop", ["raise SystemExit(0)", "import sys\nsys.exit(0)"])
+def test_item1_a_page_that_exits_early_is_failed(env, stop):
+    nb = _notebook(env / "a.ipynb", stop, CLAIM)
+    (res,) = _run([nb], env)
+    assert res.status == "failed" and res.error.startswith("The run did not finish: cell ")
+    assert stamps.page_run(res.output, "a.ipynb").status == "failed"
+
+
+@pytest.mark.kernel
+def test_item1_a_book_page_without_a_claim_is_failed_unless_declared(env):
+    silent = _notebook(env / "notebooks" / "x" / "silent.ipynb", "print(1)")
+    declared = _notebook(env / "notebooks" / "foundations" / "benchmarks.ipynb", "print(1)")
+    outside = _notebook(env / "elsewhere" / "scratch.ipynb", "print(1)")  # not a page of the book
+    results = {r.path.name: r for r in _run([silent, declared, outside], env)}
+    assert results["silent.ipynb"].status == "failed"
+    assert results["silent.ipynb"].error.startswith("The run wrote no claim record")
+    assert results["benchmarks.ipynb"].status == "ok" and results["scratch.ipynb"].status == "ok"
+    assert "notebooks/foundations/benchmarks.ipynb" in runner.NO_CLAIM_PAGES
+
+
+# --- item 4: one bad page or a full disk never takes the book down ---------------------------------------------
+
+def test_item4_an_unreadable_executed_copy_is_a_failed_page_named_in_one_sentence(env):
+    copy = env / "build" / "executed" / "cpu" / "p.ipynb"
+    copy.parent.mkdir(parents=True)
+    for garbage in ("{not json", "[1, 2]", '{"metadata": "x"}'):
+        copy.write_text(garbage)
+        page = site._page(copy, "p.ipynb", "cpu")
+        assert page.status == "failed" and str(copy) in page.error and "\n" not in page.error
+
+
+@pytest.mark.kernel
+def test_item4_a_full_build_folder_fails_the_page_and_the_next_page_still_runs(env, monkeypatch):
+    """Writing the executed copy fails with ENOSPC, every time (the failure handler's write too): each page is
+    failed in one sentence naming the folder, and the run goes on to the next page."""
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner, "finish", full)
+    a, b = _notebook(env / "a.ipynb", CLAIM), _notebook(env / "b.ipynb", CLAIM)
+    results = _run([a, b], env)
+    assert [r.status for r in results] == ["failed", "failed"]
+    for r in results:
+        assert "No space left on device" in r.error and str(env / "out") in r.error and "\n" not in r.error
+
+
+# --- item 5: records checked against the build's scale; --html-only names what is not current ---------------
+
+def _copy(path: Path, *, status: str = "ok", scale: str = "cpu", stamp: dict | None = None, code=None) -> Path:
+    record = {"paper": "foundations", "item": "Fig. Z", "claim": "x.", "verdict": "holds", "scale": scale,
+              "checks": [], "values": []}
+    meta = {"status": status, "error": "" if status == "ok" else "boom", "stamp": stamp, "claims": [record],
+            "reads": {"folders": [], "hash": reads.signature([])}, "code": code, "cache": []}
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["ensdiv"] = meta
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def test_item5_a_copy_with_records_of_another_scale_is_a_failed_page(env):
+    copy = _copy(env / "build" / "executed" / "cpu" / "p.ipynb", scale="smoke")
+    page = stamps.page_run(copy, "p.ipynb", scale="cpu")
+    assert page.status == "failed" and "another scale than cpu" in page.error
+
+
+def test_item5_html_only_names_failed_and_stale_pages_and_exits_1(env, monkeypatch, capsys):
+    (env / "notebooks").mkdir()
+    good, old = _notebook(env / "notebooks" / "good.ipynb", CLAIM), _notebook(env / "notebooks" / "old.ipynb", CLAIM)
+    _notebook(env / "notebooks" / "bad.ipynb", CLAIM)
+    (env / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n- file: notebooks/good\n"
+                                  "- file: notebooks/old\n- file: notebooks/bad\n")
+    executed = env / "build" / "executed" / "cpu" / "notebooks"
+    code = {"units": [], "hash": tracing.combined({}), "hashes": {}}
+    _copy(executed / "good.ipynb", stamp=runner.page_stamp(good, {"scale": "cpu"}), code=code)
+    _copy(executed / "old.ipynb", stamp={**runner.page_stamp(old, {"scale": "cpu"}), "source": "before"}, code=code)
+    _copy(executed / "bad.ipynb", status="failed")
+    states = site.page_states("cpu", root=env)
+    assert states == [("notebooks/old.ipynb", "stale", "the notebook changed"),
+                      ("notebooks/bad.ipynb", "failed", "boom")]
+    monkeypatch.setattr(cli, "build_book", lambda **kw: ([], env / "index.html"))
+    monkeypatch.setattr(cli, "page_states", lambda scale: site.page_states(scale, root=env))
+    assert cli.main(["book", "--scale", "cpu", "--html-only"]) == 1
+    err = capsys.readouterr().err
+    assert "[stale] notebooks/old.ipynb: the notebook changed" in err and "[failed] notebooks/bad.ipynb: boom" in err
+
+
+# --- item 7: every re-run says why ---------------------------------------------------------------------------
+
+def test_item7_a_rerun_names_what_changed(env, monkeypatch):
+    """The notebook, the parameters, the environment (naming the package that moved) and one unit of code, each
+    in a few words; a current copy has no reason."""
+    pkg = env / "src" / "rpkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return 2\n")
+    monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg))
+    nb = _notebook(env / "p.ipynb", "print(1)")
+    stamp = runner.page_stamp(nb, {"scale": "cpu"})
+    units = [(str(pkg / "__init__.py"), "f")]
+    hashes = tracing.hashes_now(units)
+    code = {"units": [list(u) for u in units], "hash": tracing.combined(hashes), "hashes": hashes}
+    copy = _copy(env / "out" / "p.ipynb", stamp=stamp, code=code)
+    meta = json.loads(copy.read_text())
+    meta["metadata"]["ensdiv"]["versions"] = {**stamps.versions(), "torch": "0.0.1"}
+    copy.write_text(json.dumps(meta))
+    assert stamps.rerun_reason(copy, stamp) is None
+    assert stamps.rerun_reason(copy, {**stamp, "params": {"scale": "smoke"}}) == "its parameters changed"
+    assert stamps.rerun_reason(copy, {**stamp, "source": "x"}) == "the notebook changed"
+    moved = stamps.rerun_reason(copy, {**stamp, "environment": "another lock"})
+    assert moved == f"the environment changed (torch 0.0.1 -> {stamps.versions()['torch']})"
+    (pkg / "__init__.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return 3\n")  # a unit it did not use
+    os.utime(pkg / "__init__.py", (1, 1))
+    assert stamps.rerun_reason(copy, stamp) is None
+    (pkg / "__init__.py").write_text("def f():\n    return 5\n\n\ndef g():\n    return 3\n")
+    assert stamps.rerun_reason(copy, stamp) == f"{pkg / '__init__.py'}:f changed"
+    assert stamps.rerun_reason(env / "none.ipynb", stamp) == "no executed copy yet"
+
+
+@pytest.mark.kernel
+def test_item7_the_run_line_says_why(env, capsys):
+    nb = _notebook(env / "p.ipynb", "print(1)")
+    runner.run_notebooks([nb], scale="cpu", out_root=env / "out", root=env)
+    assert "[run]    p.ipynb (scale=cpu): no executed copy yet ..." in capsys.readouterr().out
+    runner.run_notebooks([nb], scale="cpu", out_root=env / "out", root=env, force=True)
+    assert "[run]    p.ipynb (scale=cpu): --force ..." in capsys.readouterr().out
+
+
+def test_item5_the_benchmarks_results_are_a_followed_read_root():
+    """The benchmarks page reads benchmarks/results/*.json: that folder is among the roots whose reads re-run a
+    page, so `make bench && make book` shows the new numbers."""
+    from ensdiv.paths import project_root
+
+    assert str(project_root() / "benchmarks" / "results") in runner._read_roots({})
+
+
+# --- items 6 and 8: the command's edges, one sentence each -----------------------------------------------------
+
+def _cli(args: list[str], capsys) -> tuple[int, str]:
+    code = cli.main(args)
+    return code, capsys.readouterr().err.strip()
+
+
+def test_item8_run_refuses_a_folder_another_file_and_a_broken_notebook_in_one_sentence(env, capsys):
+    (env / "chapter").mkdir()
+    readme = env / "README.md"
+    readme.write_text("# not a notebook")
+    broken = env / "broken.ipynb"
+    broken.write_text("{ this is not json")
+    for target, said in ((env / "chapter", "is a folder, not a notebook"), (readme, "is not a notebook"),
+                         (broken, "is not a readable notebook (not JSON)")):
+        code, err = _cli(["run", str(target)], capsys)
+        assert code == 2 and said in err and "\n" not in err
+
+
+def test_item8_a_dry_run_checks_its_paths_before_writing_fake_data(env, capsys, monkeypatch):
+    def no_fake_data(*args, **kwargs):
+        raise AssertionError("fake data written before the paths were checked")
+
+    monkeypatch.setattr(cli, "dry_environment", no_fake_data)
+    code, err = _cli(["run", "--dry-run", "/etc/passwd"], capsys)
+    assert code == 2 and "is not a notebook" in err
+
+
+def test_item8_cache_export_to_a_folder_a_tgz_or_an_unknown_scale_is_one_sentence(env, capsys):
+    (env / "folder").mkdir()
+    for args, said in ((["--scale", "cpu", str(env / "folder")], "is a folder"),
+                       (["--scale", "cpu", str(env / "b.tgz")], "Name the bundle b.tar.gz"),
+                       (["--scale", "bogus", str(env / "b.tar")], "bogus")):
+        code, err = _cli(["cache", "export", *args], capsys)
+        assert code == 2 and said in err and "\n" not in err
+    assert not (env / "b.tgz").exists()
+
+
+def test_item8_zoo_only_without_names_is_refused(env, capsys, monkeypatch):
+    from ensdiv.chapters import zoo
+
+    monkeypatch.setattr(zoo, "zoo_build", lambda *a, **k: pytest.fail("the whole zoo would have trained"))
+    code, err = _cli(["zoo", "build", "--scale", "smoke", "--only"], capsys)
+    assert code == 2 and "--only needs at least one recipe name" in err
+
+
+def test_item6_zoo_build_runs_under_the_signal_guard(env, capsys, monkeypatch):
+    """SIGTERM/SIGHUP to `ensdiv zoo build` end its training workers (the guard `run` and `book` have)."""
+    import contextlib
+
+    import pandas as pd
+
+    from ensdiv.chapters import zoo
+
+    entered = []
+
+    @contextlib.contextmanager
+    def guard():
+        entered.append(True)
+        yield
+
+    monkeypatch.setattr(cli, "signals_as_interrupts", guard)
+    monkeypatch.setattr(zoo, "zoo_build", lambda *a, **k: pd.DataFrame({"key": ["x"]}))
+    assert cli.main(["zoo", "build", "--scale", "smoke", "--only", "arch/mlp"]) == 0
+    assert entered == [True]
+
+
+def test_item8_a_wait_on_another_runs_notebook_lock_is_said(env, capsys):
+    import fcntl
+    import threading
+
+    out = env / "p.ipynb"
+    with open(out.with_suffix(".lock"), "a+") as held:
+        held.write("4242")
+        held.flush()
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        timer = threading.Timer(0.5, lambda: fcntl.flock(held.fileno(), fcntl.LOCK_UN))
+        timer.start()
+        with runner._notebook_lock(out):
+            pass
+        timer.join()
+    assert "another run (process 4242) is executing this page; waiting for it" in capsys.readouterr().err
+
+
+def test_item5_a_page_run_with_p_is_marked_in_its_verdict_box():
+    assert site._exploration({"params": {"scale": "cpu"}}) == ""
+    assert site._exploration(None) == ""
+    note = site._exploration({"params": {"scale": "cpu", "epochs": 9}})
+    assert note.startswith("**Exploration.** This page was last run with `-p epochs 9`, not with the book's preset")
+
+
+def test_item6_stale_temporary_files_of_dead_writers_are_collected(env, capsys):
+    """Old ``.tmp`` files nobody has open go; a recent one and an old one a live writer holds stay."""
+    from ensdiv.store import Store, collect_temporary
+
+    store = Store(env / "cache")
+    folder = store.root / "model" / "ab"
+    folder.mkdir(parents=True)
+    dead, recent, held = folder / ".abcd-1.tmp", folder / ".abcd-2.tmp", folder / ".abcd-3.tmp"
+    for p in (dead, recent, held):
+        p.write_bytes(b"x" * 100)
+    for p in (dead, held):
+        os.utime(p, (1, 1))
+    with open(held, "rb"):
+        assert collect_temporary(store) == [dead.resolve()]
+    assert not dead.exists() and recent.exists() and held.exists()
+    assert cli.main(["cache", "gc", "--min-age", "0"]) == 0  # $ENSDIV_CACHE is env/cache: recent and held go
+    assert "2 temporary file(s) of killed writers removed" in capsys.readouterr().out
