@@ -49,11 +49,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(nb)
         return 0
     notebooks = args.notebooks or toc_notebooks()
-    for nb in notebooks:  # every path checked before a dry run writes its fake data
-        resolve_notebook(nb)
     if args.dry_run:
         if args.scale not in (None, "paper"):
             raise EnsdivError(f"--dry-run runs the paper presets; leave out --scale {args.scale}.")
+        for nb in notebooks:  # every path checked before a dry run writes its fake data
+            resolve_notebook(nb)
         with dry_environment() as root:
             results = run_notebooks(notebooks, scale="paper", params=_params(args.param), force=True,
                                     out_root=root / "executed")
