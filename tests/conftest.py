@@ -41,3 +41,13 @@ def fake_imagenet_train(tmp_path, monkeypatch):
     for m, old in zip(memos, saved, strict=True):
         m.clear()
         m.update(old)
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """A build folder and a cache of this test's own, no notebook or data folder set (the page-run tests)."""
+    monkeypatch.setenv("ENSDIV_BUILD", str(tmp_path / "build"))
+    monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ENSDIV_NOTEBOOK", raising=False)
+    monkeypatch.delenv("ENSDIV_DATA", raising=False)
+    return tmp_path

@@ -42,15 +42,6 @@ def _notebook(path: Path, *cells: str, params: str = 'scale = "cpu"') -> Path:
     return path
 
 
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("ENSDIV_BUILD", str(tmp_path / "build"))
-    monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("ENSDIV_NOTEBOOK", raising=False)
-    monkeypatch.delenv("ENSDIV_DATA", raising=False)
-    return tmp_path
-
-
 def _run(nb: Path, out: Path, **kw) -> runner.NotebookResult:
     return runner.run_notebooks([nb], scale="cpu", out_root=out, progress=False, root=nb.parent, **kw)[0]
 

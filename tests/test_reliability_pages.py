@@ -11,6 +11,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_reliability_book import _notebook
 
 from ensdiv import reads, tracing
 from ensdiv.book import cli, site, stamps
@@ -19,26 +20,6 @@ from ensdiv.book import run as runner
 CLAIM = ('import ensdiv as ed\n'
          'ed.report.claim(paper="foundations", item="Fig. Z", claim="x is below y.", '
          'checks=[ed.report.less("x", "y")], ours={"x": 1, "y": 2}, scale=scale)')
-
-
-def _notebook(path: Path, *cells: str) -> Path:
-    nb = nbformat.v4.new_notebook()
-    first = nbformat.v4.new_code_cell('scale = "cpu"')
-    first.metadata["tags"] = ["parameters"]
-    nb.cells = [nbformat.v4.new_markdown_cell("# Tiny page"), first, *map(nbformat.v4.new_code_cell, cells)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
-    return path
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("ENSDIV_BUILD", str(tmp_path / "build"))
-    monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("ENSDIV_NOTEBOOK", raising=False)
-    monkeypatch.delenv("ENSDIV_DATA", raising=False)
-    return tmp_path
 
 
 def _run(nbs: list[Path], root: Path, **kw) -> list[runner.NotebookResult]:
