@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import write  # noqa: E402
 
+import ensdiv as ed  # noqa: E402
 from ensdiv.chapters import synthesis as ch  # noqa: E402
 
 
@@ -53,7 +54,7 @@ def main() -> None:
     outcomes = ch.outcome_table(pop)
     t_outcomes = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ch.correlation_table(measures, outcomes, n_boot=cfg.n_boot, ci=cfg.ci, seed=cfg.seed)
+    ch.correlation_table(measures, outcomes, n_boot=cfg.n_boot, ci=ed.report.LEVEL, seed=cfg.seed)
     t_corr = time.perf_counter() - t0
     slowest = max(per_measure, key=per_measure.get)
     payload = {

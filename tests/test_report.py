@@ -43,10 +43,22 @@ def build(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _claim(**overrides):
+def _n(**draw):
+    """Null data of one draw (the tests' stand-in for data built with the effect removed)."""
+    return report.Null("the effect removed (test)", [draw])
+
+
+def _claim(raw=False, **overrides):
+    """A cpu claim; unless ``raw``, a check built without null data gets one draw with its quantities at zero
+    (where the built-in comparisons and signs fail), so that the test is about what it names."""
     args = dict(paper="foundations", item="Fig. 1", claim="Ensembles help.", checks=[positive("x")],
                 ours={"x": 1.0}, scale="cpu", write=False)
-    return claim(**{**args, **overrides})
+    args.update(overrides)
+    if not raw:
+        args["checks"] = [c if not isinstance(c, Check) or c.null is not None
+                          or c.null_reason not in ("", report.checks.NO_NULL)
+                          else c.with_(null=_n(**{q: 0.0 for q in c.needs})) for c in args["checks"]]
+    return claim(**args)
 
 
 def _bad_input(err: pytest.ExceptionInfo) -> None:
@@ -339,62 +351,76 @@ def test_non_scalar_needed_quantity_is_an_error():
 # --- the calibration row, the null row, facts ---------------------------------------------------------------------
 
 def test_check_failing_on_paper_numbers_is_excluded():
-    checks = [less("err_ens", "err_single"), positive("gain"), below("err_ens", 0.05, null=0.1)]
+    checks = [less("err_ens", "err_single"), positive("gain"), below("err_ens", 0.05, null=_n(err_ens=0.1))]
     ours = {"err_ens": 0.08, "err_single": 0.10, "gain": 0.02}  # passes, passes, fails
     paper = {"err_ens": 0.06, "err_single": 0.09, "gain": 0.03}  # passes, passes, fails (0.06 >= 0.05)
     without = _claim(checks=checks, ours=ours)
     assert without.verdict == "mixed"  # 2 pass, 1 fails
     calibrated = _claim(checks=checks, ours=ours, paper_values=paper)
     assert calibrated.verdict == "holds"  # 2 of 2: the third is not a test of the paper's claim
-    assert [(c["ours"], c["paper"], c["null"], c["counted"], c["excluded"]) for c in calibrated.checks] == [
-        (P, P, F, True, ""), (P, P, F, True, ""), (F, F, F, False, "fails on the paper's numbers")]
+    assert [(c["ours"], c["paper"], c["null_rate"], c["counted"], c["excluded"]) for c in calibrated.checks] == [
+        (P, P, 0.0, True, ""), (P, P, 0.0, True, ""), (F, F, 0.0, False, "fails on the paper's numbers")]
     assert calibrated.checks_frame()["on the paper's numbers"].tolist() == ["pass", "pass", "fail"]
+    assert calibrated.paper_findings == ["err_ens is below 0.05"]  # a finding about the paper, never dropped
 
 
-def test_a_check_that_passes_with_no_effect_is_not_counted():
-    """"ERR is below 0.6" when chance is 0.5: it passes on the null, so it cannot tell an effect from none."""
-    checks = [below("err", 0.6, null=0.5), less("err", "err_base")]
+def test_a_check_that_passes_on_its_null_data_is_not_counted():
+    """"ERR is below 0.6" when a model at chance has 0.5: it passes on the null data, so it cannot tell an
+    effect from none; the row says how often it passed there and on what."""
+    checks = [below("err", 0.6, null=_n(err=0.5)), less("err", "err_base")]
     c = _claim(checks=checks, ours={"err": 0.3, "err_base": 0.35})
-    assert [(ch["null"], ch["counted"], ch["excluded"]) for ch in c.checks] == [
-        (P, False, "passes with no effect"), (F, True, "")]
+    assert [(ch["null_rate"], ch["counted"]) for ch in c.checks] == [(1.0, False), (0.0, True)]
+    assert c.checks[0]["excluded"] == "passes 100% of the time with no effect (the effect removed (test))"
+    assert c.checks[0]["null"] == "100% of 1 draws"
     assert c.verdict == "holds" and c.strength()["counted"] == 1 and c.strength()["excluded"] == 1
-    equivalence = _claim(checks=[within("a", "b", abs=0.1)], ours={"a": 1.0, "b": 1.05})
-    assert equivalence.checks[0]["null"] == F  # the null of an equivalence is a gap of twice the tolerance
 
 
-def test_noninferior_null_is_worse_by_twice_the_margin():
-    c = _claim(checks=[report.noninferior("pe", "de", margin=1.0)], ours={"pe": 94.5, "de": 95.0})
-    assert c.checks[0]["null"] == F and c.checks[0]["counted"] and c.verdict == "holds"
-    assert report.null_values(report.noninferior("pe", "de", margin=1.0), {"pe": 94.5, "de": 95.0})["pe"] == 93.0
+def test_an_absence_check_needs_data_where_the_claim_is_true():
+    """"PE matches DE within one point": not counted without truth data; counted once the A/A of DE (the claim
+    true) passes often enough and the null (PE worse by two points) rarely."""
+    ours = {"pe": 94.5, "de": 95.0}
+    bare = _claim(checks=[report.noninferior("pe", "de", margin=1.0, null=_n(pe=93.0))], ours=ours)
+    assert bare.checks[0]["excluded"] == "an absence claim with no data where it is true"
+    full = _claim(checks=[report.noninferior("pe", "de", margin=1.0, null=_n(pe=93.0), truth=_n(pe=95.0))],
+                  ours=ours)
+    assert full.checks[0]["counted"] and full.checks[0]["truth_rate"] == 1.0 and full.verdict == "holds"
     with pytest.raises(EnsdivError, match="positive margin"):
         report.noninferior("a", "b", margin=0)
-    greater_with_stated_null = greater("acc", "chance", null={"acc": 0.1})
-    assert report.null_values(greater_with_stated_null, {"acc": 0.9, "chance": 0.1}) == {"acc": 0.1, "chance": 0.1}
 
 
 def test_audit_judges_checks_by_how_they_are_built():
-    """A check that could not be computed (NaN at smoke scale) is still judged: by its null and by whether
-    its quantities are estimates; a counted point comparison, a fact read by a check and a missing null are
-    each one sentence."""
+    """A check that could not be computed (NaN at smoke scale) is still judged: by its null data, its evidence
+    key and whether its quantities are estimates; a point comparison, a fact read by a check, a typed null, a
+    missing key and a missing unit are each one sentence."""
     nan_est = report.Estimate(float("nan"), np.array([]), "evaluation samples", "bootstrap")
-    ok = _claim(checks=[less("a", "b")], ours={"a": nan_est, "b": nan_est})
+    ok = _claim(checks=[less("a", "b", evidence="foundations/fig-1/a-b")], ours={"a": nan_est, "b": nan_est},
+                unit="these models")
     assert ok.checks[0]["ours"] is None and report.audit(ok.record()) == []
-    point = _claim(checks=[less("a", "b"), above("n_params", 3, null=0), Check("odd", lambda v: v["a"] % 2,
-                                                                             needs=("a",))],
+    point = _claim(raw=True, checks=[less("a", "b", null=_n(a=0, b=0)), above("n_params", 3, null=0.0),
+                                     Check("odd", lambda v: v["a"] % 2, needs=("a",))],
                    ours={"a": 1.0, "b": 2.0, "n_params": 5})
     problems = report.audit(point.record())
+    assert "the record does not say what the claim is about (its unit)." in problems
     assert "check 'a is less than b' compares numbers without an interval." in problems
+    assert "check 'a is less than b' names no evidence key." in problems
     assert "check 'n_params is above 3' reads the fact 'n_params'; show it in the facts table." in problems
-    assert "check 'odd' has no null (no reason given)." in problems
-    excluded = _claim(checks=[below("err", 0.6, null=0.5)], ours={"err": 0.3})
-    assert report.audit(excluded.record()) == []  # passes with no effect: shown, not counted, not objected to
+    assert ("check 'n_params is above 3' has no null built from this run's data (a value typed on the page is not "
+            "a null built from this run's data).") in problems
+    assert "check 'odd' has no null built from this run's data (no reason)." in problems
+    left_out = _claim(checks=[below("err", 0.6, null=_n(err=0.5), evidence="k")], ours={"err": 0.3},
+                      paper_values={"err": 0.7}, unit="released artefact")
+    assert report.audit(left_out.record()) == []  # the paper's numbers fail it: shown, a finding, not objected to
 
 
 def test_a_check_without_a_null_says_why():
-    c = _claim(checks=[above("acc", 0.5), Check("x is odd", lambda v: v["x"] % 2 == 1, needs=("x",))],
-               ours={"acc": 0.9, "x": 3})
-    assert [(ch["null"], ch["null_reason"]) for ch in c.checks] == [("no null", "no null value stated"),
-                                                                  ("no null", "")]
+    c = _claim(raw=True, checks=[above("acc", 0.5), above("err", 0.5, null=0.1), Check(
+        "x is odd", lambda v: v["x"] % 2 == 1, needs=("x",), null_reason="the labels are the claim")],
+               ours={"acc": 0.9, "err": 0.9, "x": 3})
+    assert [(ch["null"], ch["counted"]) for ch in c.checks] == [
+        ("no null: no null built from this run's data", False),
+        ("no null: a value typed on the page is not a null built from this run's data", False),
+        ("no null: the labels are the claim", False)]
+    assert c.verdict == "not testable at this scale"  # nothing counts
 
 
 def test_facts_are_shown_and_never_counted():
@@ -421,7 +447,7 @@ def test_estimates_in_a_claim_carry_their_interval_and_source():
 
 
 def test_check_the_paper_cannot_evaluate_still_counts():
-    checks = [positive("gain"), below("ece", 0.05, null=0.2)]
+    checks = [positive("gain"), below("ece", 0.05, null=_n(ece=0.2))]
     c = _claim(checks=checks, ours={"gain": 0.1, "ece": 0.07}, paper_values={"gain": 0.2})  # paper has no ece
     assert [ch["paper"] for ch in c.checks] == [P, None]
     assert [ch["counted"] for ch in c.checks] == [True, True]
@@ -429,7 +455,7 @@ def test_check_the_paper_cannot_evaluate_still_counts():
 
 
 def test_check_not_testable_on_ours_does_not_count():
-    c = _claim(checks=[positive("gain"), positive("g2"), below("ece", 0.05, null=0.2)],
+    c = _claim(checks=[positive("gain"), positive("g2"), below("ece", 0.05, null=_n(ece=0.2))],
                ours={"gain": 0.1, "g2": 0.2, "ece": float("nan")})
     assert [ch["counted"] for ch in c.checks] == [True, True, False]
     assert c.verdict == "holds" and c.strength()["untestable"] == 1
@@ -462,22 +488,21 @@ def test_text_and_html_rendering():
              "estimates; scale cpu)")
     assert text.splitlines()[0] == first
     assert repr(c) == text
-    assert text.index("this run") < text.index("with no effect") < text.index("Member seeds differ.")
+    assert text.index("this run") < text.index("passes with no effect") < text.index("Member seeds differ.")
     page = c._repr_html_()
     assert page.startswith("<p><b>Verdict: mixed</b>")
     assert page.count("<table") == 2
     assert page.index("this run") < page.index("on the paper") < page.rindex("</table>") < page.index("Member seeds")
     assert "<script" not in page
-    assert c.checks_frame().columns.tolist() == ["check", "on the paper's numbers", "with no effect", "this run",
-                                                 "interval", "counted"]
+    assert c.checks_frame().columns.tolist() == ["check", "on the paper's numbers", "passes with no effect",
+                                                 "this run", "interval", "counted"]
     assert c.checks_frame()["this run"].tolist() == ["pass", "pass", "pass", "fail"]
 
 
 def test_summary_mentions_excluded_checks():
     c = _claim(checks=[positive("a"), positive("b")], ours={"a": 1, "b": 1}, paper_values={"a": 1, "b": -1})
     assert str(c).splitlines()[0].startswith(
-        "**Verdict: holds** (1 of 1 counted checks pass; 1 not counted (fail on the paper's numbers or pass with "
-        "no effect)")
+        "**Verdict: holds** (1 of 1 counted checks pass; 1 not counted (see the checks table)")
 
 
 @pytest.mark.parametrize(("item", "expected"), [("Table 1", "table-1"), ("Fig. 6–7", "fig-6-7"),

@@ -247,8 +247,8 @@ def test_bad_inputs():
         ch.population({**cfg, "sources": ["zoo", "imagenet"]})
     with pytest.raises(InvalidInputError, match="at least one source"):
         ch.population({**cfg, "sources": []})
-    with pytest.raises(InvalidInputError):
-        ch.preset("measures_vs_outcomes", "smoke", verbose=False, ci=1.5)
+    with pytest.raises(UnknownNameError, match="'ci'"):  # one level for the whole book: ed.report.LEVEL
+        ch.preset("measures_vs_outcomes", "smoke", verbose=False, ci=0.95)
     with pytest.raises(InvalidInputError):
         ch.preset("measures_vs_outcomes", "smoke", verbose=False, per_run=0)
 

@@ -327,9 +327,12 @@ def test_category_estimates_match_the_model_table_and_leave_empty_categories_nan
     assert mean.value == pytest.approx((a.value + d.value) / 2)
     assert np.isnan(ch.mean_of(est, []).value)
     # a check on an empty category is not computable, and still judged as built from estimates
+    swapped = ed.report.Null("categories swapped", [{"error_inconsistency Dataset": est["error_inconsistency HParam"],
+                                                     "error_inconsistency HParam": est["error_inconsistency Dataset"]}])
     rec = ed.report.claim(paper=ch.SLUG, item="test", claim="c", write=False, scale="cpu", variance="test images",
-                          checks=[ed.report.greater("error_inconsistency Dataset", "error_inconsistency HParam")],
-                          ours=est).record()
+                          checks=[ed.report.greater("error_inconsistency Dataset", "error_inconsistency HParam",
+                                                    null=swapped, evidence="test/dataset-vs-hparam")],
+                          ours=est, unit="these models").record()
     assert rec["checks"][0]["ours"] is None and ed.report.audit(rec) == []
 
 

@@ -29,7 +29,7 @@ from ensdiv.bundles import imported_entries
 from ensdiv.config import check_scale
 from ensdiv.errors import EnsdivError
 from ensdiv.paths import build_dir, project_root
-from ensdiv.report import PageRun, chapter_summary, claims_page, slug, verdict_box
+from ensdiv.report import PageRun, chapter_summary, claims_page, evidence_clashes, slug, verdict_box
 from ensdiv.store import default_store
 
 __all__ = ["KEY_FIGURES", "build_book", "book_config", "mathjax_source", "first_image"]
@@ -368,6 +368,9 @@ def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None) 
             pages[i] = PageRun(page.notebook, "failed", f"Its executed copy {src} could not be presented "
                                                         f"({type(exc).__name__}); run the page again.")
             files[rel] = nb
+    clashes = evidence_clashes([(p.notebook, p.records) for p in pages if p.status == "ok"])
+    if clashes:  # one piece of evidence counted by two claims: the book's verdicts would count it twice
+        raise EnsdivError(clashes[0])
     files.update(_tree(root / "benchmarks" / "results", Path("benchmarks") / "results"))
     files.update(_tree(root / "book" / "_static", Path(_STATIC)))  # the book's CSS (verdict box, badges)
     if mathjax is not None:

@@ -1,53 +1,38 @@
-""""Paper vs this run": the book's one verdict rule, its tables and its claim records.
+""""Paper vs this run": the book's one verdict rule, its evidence, its tables and its claim records.
 
-Every notebook ends by testing the paper's claim on this run's numbers. A claim is tested by a few
-:class:`Check` objects, each a named question over named quantities ("the ensemble's error is below the
-single model's"). Quantities are numbers or :class:`Estimate` objects: a value with replicates from a
-paired bootstrap over the test images (:func:`paired_bootstrap`; :func:`sample_bootstrap` when the quantities
-come from independent test sets) or from training seeds
-(:func:`from_seeds`), or a correlation with its interval (:func:`correlation`). Each check runs on three
-rows of values:
+Every notebook ends by testing the paper's claim on this run's numbers. A claim (:func:`claim`) states what
+it is about — its *unit*: trained methods, groups of models, these models, timings, one released artefact
+(:data:`UNITS`) — and is tested by a few :class:`Check` objects, each a named question over named quantities
+("the ensemble's error is below the single model's"). Quantities are numbers or :class:`Estimate` objects whose
+replicates say what they resample: test images (:func:`paired_bootstrap`, :func:`sample_bootstrap`), seeds
+(:func:`from_seeds`), seeds or models *and* test images (:func:`nested_bootstrap`), models within groups
+(:func:`model_bootstrap`), or the pairs of a correlation (:func:`correlation`).
 
-- **this run**: ``pass``, ``fail``, or — when its statistic has a 90 % interval (:data:`LEVEL`) that
-  straddles the bound — ``inconclusive``; not computable when a quantity is missing, NaN or infinite;
-- **the paper's numbers** (the calibration row): a check the paper's own numbers fail is stricter than,
-  or different from, what the paper showed; it is shown, marked "fails on the paper's numbers", and not
-  counted (a quantity the paper does not report leaves it counted);
-- **no effect** (the null row: ``a = b`` for a comparison, ``0`` for a sign or a correlation, one for a
-  ratio, the page's stated value for a threshold): a check that passes there cannot tell an effect from
-  none; it is shown, marked "passes with no effect", and not counted.
+A check is evidence only if it fails without the effect, and that is measured, not argued: each check carries
+null data built from this run's own data with the effect removed (:class:`Null`; :func:`seed_flips`,
+:func:`aa_null`, :func:`partition_null`, :func:`null_draws`), is re-run on every draw, and records its pass
+rate there. The rule, as the claims page and ``book/intro.md`` state it (:data:`RULE`):
 
-Facts (parameter counts, mult-adds, identities, costs) are shown in a facts table (``facts=``) and never
-enter a verdict. The verdict comes from one rule, the same on every page, over the *counted* checks:
-
-1. At ``smoke`` scale, and in a dry run of the ``paper`` preset (fake data, random weights:
-   :func:`ensdiv.config.dry_run`), the verdict is always *not testable at this scale*: those runs show that the
-   code path works, and whatever their numbers say about the science is noise.
-2. If fewer than half of the checks that could count were computable (none, in particular), the claim is
-   *not testable at this scale*: nothing vanishes silently, and the verdict line says how many counted.
-3. Otherwise, with P passes, F fails and I inconclusive among the computed checks:
-
-   - *holds*: every one passes (F = I = 0);
-   - *holds partly*: some pass, none fails, some are inconclusive (P > 0, F = 0, I > 0);
-   - *inconclusive*: none passes and none fails (every interval straddles its bound);
-   - *does not hold*: at least half fail (2F >= P + F + I);
-   - *mixed*: some fail, but fewer than half.
+{rule}
 
 >>> verdict(["pass", "pass", "inconclusive", None], scale="cpu")
 'holds partly'
->>> evaluate(less("err_ensemble", "err_single"), {"err_ensemble": 0.08, "err_single": 0.1}).result
+>>> evaluate(less("err_ensemble", "err_single"), {{"err_ensemble": 0.08, "err_single": 0.1}}).result
 'pass'
 >>> verdict(["pass", "pass"], scale="smoke")
 'not testable at this scale'
 
-The package: :mod:`ensdiv.report.checks` (checks and the rule), :mod:`ensdiv.report.claims` (a claim and its
-record), :mod:`ensdiv.report.pages` (the claims page and the chapter summaries the book generates).
+The package: :mod:`ensdiv.report.checks` (checks and the rule), :mod:`ensdiv.report.nulls` (null data),
+:mod:`ensdiv.report.replication` (units and the bootstraps that resample them), :mod:`ensdiv.report.claims`
+(a claim, its record and the audit), :mod:`ensdiv.report.pages` (the claims page and the chapter summaries).
 """
 
 from __future__ import annotations
 
 from ensdiv.report.checks import (
+    ALPHA,
     OUTCOMES,
+    RULE,
     SCALES,
     VERDICTS,
     Check,
@@ -57,10 +42,10 @@ from ensdiv.report.checks import (
     correlated,
     evaluate,
     greater,
+    holm,
     less,
     negative,
     noninferior,
-    null_values,
     positive,
     ratio_above,
     significant,
@@ -76,13 +61,16 @@ from ensdiv.report.claims import (
     claim,
     claims_dir,
     describe_strength,
+    evidence_clashes,
     facts_table,
     load_claims,
     read_records,
     slug,
     strength_of,
 )
+from ensdiv.report.nulls import NULL_DRAWS, NULL_RATE, TRUTH_RATE, Null, aa_null, null_draws, partition_null, seed_flips
 from ensdiv.report.pages import PageRun, chapter_summary, claims_page, verdict_box
+from ensdiv.report.replication import UNITS, covers, model_bootstrap, nested_bootstrap
 from ensdiv.report.uncertainty import (
     LEVEL,
     SOURCES,
@@ -95,11 +83,15 @@ from ensdiv.report.uncertainty import (
     sample_bootstrap,
 )
 
+__doc__ = __doc__.format(rule=RULE)
+
 __all__ = [
-    "LEVEL", "OUTCOMES", "PAPERS", "SCALES", "SOURCES", "STAGING_ENV", "VERDICTS", "Check", "Claim", "Estimate",
-    "Outcome", "PageRun", "above", "audit", "below", "chapter_summary", "check_record", "claim", "claims_dir",
-    "claims_page", "correlated", "correlation", "describe_strength", "evaluate", "facts_table", "fisher_interval",
-    "from_seeds", "greater", "less", "load_claims", "nan_mean", "negative", "noninferior", "null_values",
-    "paired_bootstrap", "positive", "ratio_above", "read_records", "sample_bootstrap", "significant", "slug",
-    "strength_of", "verdict", "verdict_box", "within",
+    "ALPHA", "LEVEL", "NULL_DRAWS", "NULL_RATE", "OUTCOMES", "PAPERS", "RULE", "SCALES", "SOURCES", "STAGING_ENV",
+    "TRUTH_RATE", "UNITS", "VERDICTS", "Check", "Claim", "Estimate", "Null", "Outcome", "PageRun", "aa_null", "above",
+    "audit", "below", "chapter_summary", "check_record", "claim", "claims_dir", "claims_page", "correlated",
+    "correlation", "covers", "describe_strength", "evaluate", "evidence_clashes", "facts_table", "fisher_interval",
+    "from_seeds", "greater", "holm", "less", "load_claims", "model_bootstrap", "nan_mean", "negative",
+    "nested_bootstrap", "noninferior", "null_draws", "paired_bootstrap", "partition_null", "positive", "ratio_above",
+    "read_records", "sample_bootstrap", "seed_flips", "significant", "slug", "strength_of", "verdict",
+    "verdict_box", "within",
 ]

@@ -26,11 +26,23 @@ import pandas as pd
 
 from ensdiv.errors import EnsdivError, InvalidInputError
 from ensdiv.paths import build_dir
-from ensdiv.report.checks import VERDICTS, Check, _check_scale, _plain, evaluate, null_values, verdict
+from ensdiv.report.checks import (
+    NO_NULL,
+    TYPED_NULL,
+    VERDICTS,
+    Check,
+    _check_scale,
+    _plain,
+    evaluate,
+    holm,
+    verdict,
+)
+from ensdiv.report.nulls import NULL_RATE, TRUTH_RATE, Null
+from ensdiv.report.replication import UNITS, covers, uncovered
 from ensdiv.report.uncertainty import LEVEL, Estimate
 
 __all__ = ["PAPERS", "STAGING_ENV", "Claim", "check_record", "claim", "claims_dir", "describe_strength", "load_claims",
-           "read_records", "slug", "strength_of", "audit", "FACT_NAMES", "facts_table"]
+           "read_records", "slug", "strength_of", "audit", "FACT_NAMES", "evidence_clashes", "facts_table"]
 
 PAPERS = ("packed-ensembles", "attack-similarity", "training-methods", "design-diversity", "sed", "foundations",
           "synthesis")
@@ -77,12 +89,15 @@ def _fmt_interval(iv: Sequence[float] | None) -> str:
 class Claim:
     """One tested claim: the verdict, the "Paper vs this run" values, the facts and the checks behind it.
 
-    ``checks`` holds dicts ``{name, cites, ours, paper, null, counted, excluded, value, interval, source}``:
-    ``ours``/``paper``/``null`` are ``"pass"``, ``"fail"``, ``"inconclusive"`` or None (not computable; for
-    ``null``, also ``"no null"``), ``interval`` the interval of the check's statistic on this run (None on
-    plain numbers), ``excluded`` why a computable check is not counted. ``values`` and ``facts`` hold dicts
-    ``{quantity, paper, ours}`` (JSON-safe; None where missing) and ``intervals`` the interval of each
-    quantity that has one. ``variance`` says what the intervals randomise.
+    ``checks`` holds one dict per check: ``ours``/``paper`` are ``"pass"``, ``"fail"``, ``"inconclusive"`` or
+    None (not computable); ``null`` a short text of the null pass rate, ``null_rate``/``null_draws``/
+    ``null_construction`` the numbers behind it (``truth_*`` the same for an absence claim); ``p`` and ``holm``
+    the one-sided p-value and whether it survives Holm's correction; ``unit``, ``source`` and ``covered`` what
+    the claim is about, what the interval resampled and whether that covers it (``note`` says what is missing);
+    ``evidence``, ``implied_by``, ``gates``; ``counted`` and ``excluded`` (why a check is not counted). ``gates``
+    holds the gate rows; ``values`` and ``facts`` dicts ``{quantity, paper, ours}`` (JSON-safe; None where
+    missing); ``variance`` what the intervals randomise; ``paper_findings`` the checks the paper's own numbers
+    fail (findings about the paper); ``untestable`` a premise the scale cannot test.
     """
 
     paper: str
@@ -97,6 +112,11 @@ class Claim:
     facts: list[dict[str, Any]] = field(default_factory=list)
     variance: str = ""
     level: float = LEVEL
+    unit: str | None = None
+    gates: list[dict[str, Any]] = field(default_factory=list)
+    untestable: str = ""
+    paper_findings: list[str] = field(default_factory=list)
+    key_check: str | None = None
 
     def record(self) -> dict[str, Any]:
         """The JSON-safe claim record, with ``ensdiv_version`` and ``notebook`` (``$ENSDIV_NOTEBOOK``)."""
@@ -120,16 +140,22 @@ class Claim:
                            {v["quantity"]: v["paper"] for v in self.facts})
 
     def checks_frame(self) -> pd.DataFrame:
-        """The checks table: check | paper's numbers | no effect | this run | interval | counted."""
-        shown = {"pass": "pass", "fail": "fail", "inconclusive": "inconclusive", None: _MISSING, "no null": "no null"}
-        rows = [(c["name"], shown[c["paper"]], shown[c["null"]], shown[c["ours"]] if c["ours"] else "not testable",
-                 _fmt_interval(c.get("interval")), "yes" if c["counted"] else f"no: {c['excluded'] or 'not testable'}")
-                for c in self.checks]
-        return pd.DataFrame(rows, columns=["check", "on the paper's numbers", "with no effect", "this run",
+        """The checks table: check | paper's numbers | passes with no effect | this run | interval | counted."""
+        shown = {"pass": "pass", "fail": "fail", "inconclusive": "inconclusive", None: _MISSING}
+        rows = []
+        for c in [*({**g, "name": f"gate: {g['name']}"} for g in self.gates), *self.checks]:
+            ours = shown[c["ours"]] if c["ours"] else "not testable"
+            if c.get("note"):
+                ours += f" ({c['note']})"
+            counted = "gate" if c["name"].startswith("gate: ") and "counted" not in c else \
+                "yes" if c["counted"] else f"no: {c['excluded'] or 'not testable'}"
+            rows.append((c["name"], shown[c.get("paper")], c.get("null", _MISSING), ours,
+                         _fmt_interval(c.get("interval")), counted))
+        return pd.DataFrame(rows, columns=["check", "on the paper's numbers", "passes with no effect", "this run",
                                            "interval", "counted"])
 
     def _summary(self) -> str:
-        return describe_strength(self.strength(), self.scale, self.variance)
+        return describe_strength(self.strength(), self.scale, self.variance, self.unit)
 
     def __str__(self) -> str:
         text = [f"**Verdict: {self.verdict}** ({self._summary()})", "", self.frame().to_string(index=False), ""]
@@ -161,24 +187,26 @@ def facts_table(facts: Mapping[str, Any], paper: Mapping[str, Any] | None = None
 
 def strength_of(checks: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """Counts over a record's checks: ``checks``, ``counted``, ``passed``, ``failed``, ``inconclusive``,
-    ``untestable`` (not computable on this run) and ``excluded`` (fails on the paper's numbers or passes with
-    no effect)."""
+    ``untestable`` (not computable on this run) and ``excluded`` (computable, and not counted: see each
+    check's ``excluded``)."""
     counted = [c for c in checks if c["counted"]]
     return {"checks": len(checks), "counted": len(counted),
             "passed": sum(c["ours"] == "pass" for c in counted), "failed": sum(c["ours"] == "fail" for c in counted),
             "inconclusive": sum(c["ours"] == "inconclusive" for c in counted),
             "untestable": sum(c["ours"] is None for c in checks),
-            "excluded": sum(bool(c.get("excluded")) for c in checks)}
+            "excluded": sum(bool(c.get("excluded")) and c["ours"] is not None for c in checks)}
 
 
-def describe_strength(st: Mapping[str, int], scale: str, variance: str = "") -> str:
+def describe_strength(st: Mapping[str, int], scale: str, variance: str = "", unit: str | None = None) -> str:
     """One line: ``2 of 3 counted checks pass, 1 inconclusive; 1 not testable; ...``."""
     parts = [f"{st['passed']} of {st['counted']} counted checks pass"]
     parts[0] += "".join(f", {st[k]} {w}" for k, w in (("failed", "fail"), ("inconclusive", "inconclusive")) if st[k])
     if st["untestable"]:
         parts.append(f"{st['untestable']} not testable")
     if st["excluded"]:
-        parts.append(f"{st['excluded']} not counted (fail on the paper's numbers or pass with no effect)")
+        parts.append(f"{st['excluded']} not counted (see the checks table)")
+    if unit:
+        parts.append(f"about {unit}")
     if variance:
         parts.append(f"intervals: {variance}")
     return "; ".join([*parts, f"scale {scale}"])
@@ -196,43 +224,104 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
-def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str, Any] | None,
-               level: float) -> dict[str, Any]:
-    """One check on this run's values, the paper's and the null's, and whether it counts.
+def _rate(check: Check, null: Null | None, ours: Mapping[str, Any], level: float) -> float | None:
+    """How often ``check`` passes over the draws of ``null`` (each replacing some of this run's quantities);
+    None without a null, or when fewer than half of the draws could be computed."""
+    if null is None:
+        return None
+    results = [evaluate(check, {**ours, **draw}, level=level).result for draw in null.draws]
+    computed = [r for r in results if r is not None]
+    return computed.count("pass") / len(computed) if 2 * len(computed) >= len(results) and computed else None
+
+
+def _rate_text(rate: float | None, null: Null | None, reason: str) -> str:
+    if null is None:
+        return f"no null: {reason}" if reason else "no null"
+    return f"{_MISSING} (not computable)" if rate is None else f"{rate:.0%} of {len(null.draws)} draws"
+
+
+def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str, Any] | None, level: float, *,
+               unit: str | None, gates: Mapping[str, str | None], premise: str) -> dict[str, Any]:
+    """One check on this run's values, on the paper's, on its null data (and truth data), and whether it counts.
 
     Besides the outcomes, the row says how the check is *built*, which the audit reads even where this run
-    could not compute it: ``has_null`` (the check states a null) and ``estimated`` (one of its quantities is
-    an :class:`~ensdiv.report.uncertainty.Estimate`, so the check gets an interval once computable)."""
+    could not compute it: ``has_null`` (it carries null data), ``estimated`` (one of its quantities is an
+    :class:`~ensdiv.report.uncertainty.Estimate`), ``unit``, ``evidence``."""
     mine = evaluate(check, ours, level=level)
+    unit = check.unit or unit
+    result, note = mine.result, ""
+    covered = unit is None or covers(unit, mine.source)
+    if result in ("pass", "fail") and not covered:
+        result, note = "inconclusive", uncovered(unit)
     on_paper = evaluate(check, paper_values, level=level).result if paper_values is not None else None
-    null = null_values(check, ours)
-    on_null = ("no null" if check.null is None else None) if null is None else evaluate(check, null,
-                                                                                        level=level).result
-    excluded = ("fails on the paper's numbers" if on_paper == "fail" else
-                "passes with no effect" if on_null == "pass" else "")
-    return {"name": check.name, "needs": list(check.needs), "cites": check.cites, "ours": mine.result,
-            "paper": on_paper, "null": on_null, "null_reason": check.null_reason if check.null is None else "",
-            "has_null": check.null is not None,
+    null_rate = _rate(check, check.null, ours, level)
+    truth_rate = _rate(check, check.truth, ours, level) if check.absence else None
+    failed_gates = [g for g in (gates if check.gates is None else check.gates) if gates.get(g) != "pass"]
+    unknown = [g for g in (check.gates or ()) if g not in gates]
+    if unknown:
+        raise InvalidInputError(f"Check {check.name!r} depends on the gate {unknown[0]!r}, which the claim lacks.")
+    reasons = [
+        (on_paper == "fail", "fails on the paper's numbers"),
+        (bool(check.implied_by), f"implied by {', '.join(check.implied_by)}"),
+        (bool(failed_gates), f"not meaningful (gate failed: {', '.join(failed_gates)})"),
+        (bool(premise), f"premise not testable at this scale ({premise})"),
+        (check.null is None, check.null_reason or NO_NULL),
+        (check.null is not None and null_rate is None, "its null could not be computed"),
+        (null_rate is not None and null_rate > NULL_RATE,
+         f"passes {_pct(null_rate)} of the time with no effect ({check.null.construction if check.null else ''})"),
+        (check.absence and check.truth is None, "an absence claim with no data where it is true"),
+        (check.absence and check.truth is not None and (truth_rate or 0.0) < TRUTH_RATE,
+         f"cannot pass where the claim is true (passes {_pct(truth_rate)}: "
+         f"{check.truth.construction if check.truth else ''})"),
+    ]
+    excluded = next((why for hit, why in reasons if hit), "")
+    return {"name": check.name, "needs": list(check.needs), "cites": check.cites, "ours": result, "note": note,
+            "paper": on_paper, "null": _rate_text(null_rate, check.null, check.null_reason),
+            "null_rate": null_rate, "null_draws": len(check.null.draws) if check.null else 0,
+            "null_construction": check.null.construction if check.null else "",
+            "null_reason": check.null_reason if check.null is None else "", "has_null": check.null is not None,
+            "absence": check.absence, "truth_rate": truth_rate,
+            "truth_construction": check.truth.construction if check.truth else "",
             "estimated": any(isinstance(ours.get(q), Estimate) for q in check.needs) or mine.interval is not None,
-            "counted": mine.result is not None and not excluded,
-            "excluded": excluded if mine.result is not None else "", "value": mine.value,
-            "interval": list(mine.interval) if mine.interval else None, "source": mine.source}
+            "unit": unit, "covered": covered, "p": mine.p, "holm": None, "evidence": check.evidence,
+            "implied_by": list(check.implied_by), "gates": list(check.gates if check.gates is not None else gates),
+            "counted": result is not None and not excluded, "excluded": excluded,
+            "value": mine.value, "interval": list(mine.interval) if mine.interval else None, "source": mine.source}
+
+
+def _pct(rate: float | None) -> str:
+    return _MISSING if rate is None else f"{rate:.0%}"
+
+
+def _apply_holm(rows: list[dict[str, Any]]) -> None:
+    """Holm over the counted checks' p-values: a pass whose p-value does not survive becomes inconclusive."""
+    counted = [r for r in rows if r["counted"]]
+    for r, keep in zip(counted, holm([r["p"] for r in counted]), strict=True):
+        r["holm"] = keep
+        if r["ours"] == "pass" and keep is False:
+            r["ours"], r["note"] = "inconclusive", f"not significant after Holm over {len(counted)} checks"
 
 
 def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: Mapping[str, Any],
           paper_values: Mapping[str, Any] | None = None, scale: str, key: Sequence[str] | None = None,
           notes: str = "", write: bool = True, claim_id: str | None = None, facts: Mapping[str, Any] | None = None,
-          variance: str = "", level: float = LEVEL) -> Claim:
-    """Test a paper's claim on this run's numbers (and on the paper's own, and on "no effect"), and record it.
+          variance: str = "", unit: str | None = None, gates: Sequence[Check] = (), untestable: str = "",
+          key_check: str | None = None) -> Claim:
+    """Test a paper's claim on this run's numbers (and on the paper's own, and on null data), and record it.
+
+    The rule (:data:`~ensdiv.report.checks.RULE`): a check counts only when its empirical null passes at most
+    :data:`~ensdiv.report.nulls.NULL_RATE` of the time, its interval resamples the claim's ``unit``, the
+    paper's numbers do not fail it, its gates pass and no other check implies it; the counted passes are
+    Holm-corrected, and the verdict follows :func:`~ensdiv.report.checks.verdict`.
 
     Args:
         paper: Chapter slug, one of :data:`PAPERS`.
         item: The figure or table as the notebook names it (``"Table 1"``, ``"Fig. 2"``).
         claim: The claim under test, one sentence.
-        checks: The checks that test it (distinct names).
+        checks: The checks that test it (distinct names, distinct evidence keys).
         ours: This run's quantities by name: numbers or :class:`~ensdiv.report.uncertainty.Estimate` objects.
         paper_values: The paper's reported quantities by name; each check is also run on them, and a
-            check they fail is shown but not counted.
+            check they fail is shown, listed as a finding about the paper, and not counted.
         scale: ``"smoke"``, ``"cpu"`` or ``"paper"``.
         key: Quantities shown in the "Paper vs this run" table (default: every key of ``ours`` and
             ``paper_values``, in order, facts excepted).
@@ -241,22 +330,26 @@ def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: M
         claim_id: Distinguishes several claims about the same item.
         facts: Quantities that are facts, not measurements (parameter counts, mult-adds, identities, costs):
             shown in their own table beside the paper's value of the same name, never in a verdict.
-        variance: What the intervals randomise, in the page's words ("test images (paired bootstrap); training
-            seeds not covered"). Default: the sources of the estimates used.
-        level: The interval level (default :data:`~ensdiv.report.uncertainty.LEVEL`).
+        variance: What the intervals randomise, in the page's words. Default: the sources of the estimates used.
+        unit: What the claim is about, one of :data:`~ensdiv.report.UNITS` ("trained methods", "groups of
+            models", ...): a check whose interval does not resample it is inconclusive.
+        gates: Checks that must pass for the others to mean anything (member accuracy near a baseline, a
+            detector above chance); never counted themselves.
+        untestable: A premise this scale cannot test ("GPU parallelism; this run times CPU processes"): the
+            verdict is *not testable at this scale* and the numbers are shown, not counted.
+        key_check: The check the claims page and the verdict box show (default: the first counted one).
 
     Returns:
         The :class:`Claim`; it renders itself in a notebook.
 
-    >>> from ensdiv.report import below, less
-    >>> c = claim(paper="foundations", item="Fig. 1", claim="Ensembling lowers the error.",
-    ...           checks=[less("err_ens", "err_single"), below("err_ens", 0.05, null=0.1)],
-    ...           ours={"err_ens": 0.08, "err_single": 0.11}, paper_values={"err_ens": 0.06, "err_single": 0.09},
+    >>> from ensdiv.report import Null, from_seeds, greater
+    >>> ours = {"pe": from_seeds([91.0, 91.2, 90.9, 91.1, 91.3]), "single": from_seeds([89.9, 90.1, 90.0, 90.2, 89.8])}
+    >>> flips = Null("pe and single swapped within each seed", [{"pe": ours["single"], "single": ours["pe"]}])
+    >>> c = claim(paper="foundations", item="Fig. 1", claim="Ensembling raises accuracy.", unit="trained methods",
+    ...           checks=[greater("pe", "single", null=flips, evidence="foundations/fig-1/accuracy")], ours=ours,
     ...           scale="cpu", write=False)
-    >>> c.verdict
-    'holds'
-    >>> [(ch["paper"], ch["null"], ch["ours"], ch["counted"]) for ch in c.checks]
-    [('pass', 'fail', 'pass', True), ('fail', 'fail', 'fail', False)]
+    >>> c.verdict, c.checks[0]["null"], c.checks[0]["counted"]
+    ('holds', '0% of 1 draws', True)
     """
     if paper not in PAPERS:
         raise InvalidInputError(f"Unknown paper {paper!r}; valid chapter slugs: {', '.join(PAPERS)}.")
@@ -265,28 +358,47 @@ def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: M
         raise InvalidInputError("The claim text is empty; state the claim under test in one sentence.")
     if not isinstance(item, str) or not slug(item):
         raise InvalidInputError(f"The item {item!r} must name the figure or table, e.g. 'Table 1'.")
-    checks = list(checks)
+    if unit is not None and unit not in UNITS:
+        raise InvalidInputError(f"Unknown unit {unit!r}; a claim is about one of: {', '.join(UNITS)}.")
+    checks, gates = list(checks), list(gates)
     if not checks:
         raise InvalidInputError("A claim needs at least one check; an empty checks list cannot test anything.")
-    for check in checks:
+    for check in [*checks, *gates]:
         if not isinstance(check, Check):
-            raise InvalidInputError(f"Every check must be an ed.report.Check, got {type(check).__name__}.")
-    names = [check.name for check in checks]
+            raise InvalidInputError(f"Every check and gate must be an ed.report.Check, got {type(check).__name__}.")
+    names = [check.name for check in [*checks, *gates]]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise InvalidInputError(f"Two checks share the name {dupes[0]!r}; give each check its own name.")
+    keys = [c.evidence for c in checks if c.evidence]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise InvalidInputError(f"Two checks count the evidence {twice[0]!r}; one piece of evidence counts once.")
+    for check in checks:
+        missing = [n for n in check.implied_by if n not in names]
+        if missing:
+            raise InvalidInputError(f"Check {check.name!r} is implied by {missing[0]!r}, which the claim lacks.")
     facts = dict(facts or {})
     read = {q for check in checks for q in check.needs}
     both = sorted(read & set(facts))
     if both:
         raise InvalidInputError(f"{both[0]!r} is a fact and a checked quantity; a fact never enters a verdict.")
-    rows = [_check_row(check, ours, paper_values, level) for check in checks]
+    gate_rows = []
+    for g in gates:
+        out = evaluate(g, ours)
+        gate_rows.append({"name": g.name, "needs": list(g.needs), "ours": out.result, "value": out.value,
+                          "interval": list(out.interval) if out.interval else None, "source": out.source,
+                          "paper": None, "null": _MISSING})
+    gate_results = {g["name"]: g["ours"] for g in gate_rows}
+    rows = [_check_row(check, ours, paper_values, LEVEL, unit=unit, gates=gate_results, premise=untestable)
+            for check in checks]
+    _apply_holm(rows)
     paper_values = paper_values or {}
     shown = list(key) if key is not None else [q for q in dict.fromkeys([*ours, *paper_values]) if q not in facts]
 
     def row(q: str) -> dict[str, Any]:
         est = ours.get(q)
-        iv = est.interval(level) if isinstance(est, Estimate) else None
+        iv = est.interval(LEVEL) if isinstance(est, Estimate) else None
         return {"quantity": q, "paper": _plain(paper_values.get(q)), "ours": _plain(est),
                 "interval": list(iv) if iv else None, "source": est.source if isinstance(est, Estimate) else None}
 
@@ -294,12 +406,17 @@ def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: M
     fact_rows = [{"quantity": q, "paper": _plain(paper_values.get(q)), "ours": _plain(v)} for q, v in facts.items()]
     sources = sorted({r["source"] for r in rows if r["counted"] and r["source"]})
     variance = variance or (", ".join(sources) if sources else "none: no counted check compares estimates")
-    excluded = sum(bool(r["excluded"]) for r in rows)
-    result = Claim(paper=paper, item=item, claim=claim.strip(), scale=scale,
-                   verdict=verdict([r["ours"] for r in rows if not r["excluded"]], scale=scale,
-                                   total=len(rows) - excluded),
-                   checks=rows, values=values, notes=notes, claim_id=claim_id, facts=fact_rows, variance=variance,
-                   level=level)
+    judged = verdict([r["ours"] for r in rows if not r["excluded"]], scale=scale,
+                     total=sum(not r["excluded"] for r in rows))
+    if untestable:
+        judged = "not testable at this scale"
+    if key_check is not None and key_check not in names:
+        raise InvalidInputError(f"key_check {key_check!r} is not one of the claim's checks.")
+    key_check = key_check or next((r["name"] for r in rows if r["counted"]), None)
+    result = Claim(paper=paper, item=item, claim=claim.strip(), scale=scale, verdict=judged, checks=rows,
+                   values=values, notes=notes, claim_id=claim_id, facts=fact_rows, variance=variance, level=LEVEL,
+                   unit=unit, gates=gate_rows, untestable=untestable, key_check=key_check,
+                   paper_findings=[r["name"] for r in rows if r["paper"] == "fail"])
     if write:
         suffix = f"__{slug(claim_id)}" if claim_id else ""
         staging = os.environ.get(STAGING_ENV)
@@ -313,37 +430,85 @@ def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: M
 FACT_NAMES = re.compile(r"(^|_)(params?|n_params|parameters|mult_adds?|macs|flops)($|_)")
 
 
+#: Reasons a check may be left out that the audit accepts: the check is built right, and the data or the paper
+#: decided (the paper's numbers fail it, a gate failed, another check implies it, the premise is untestable).
+_LEFT_OUT = ("fails on the paper's numbers", "implied by ", "not meaningful (gate failed", "premise not testable")
+
+
 def audit(record: Mapping[str, Any]) -> list[str]:
     """What a skeptical reviewer would object to in a claim record, one sentence each (``[]``: nothing).
 
-    Every check that is not left out (failing on the paper's numbers, passing with no effect) is judged by how
-    it is built, also where this run could not compute it (at smoke scale many cannot):
+    The record must state its unit (what the claim is about) at the book's one :data:`LEVEL`. Every check that
+    the data or the paper did not leave out (:data:`_LEFT_OUT`) is judged by how it is built, also where this
+    run could not compute it (at smoke scale many cannot):
 
-    - a check without a null (it cannot show that it fails when the effect is absent);
-    - a check that reads a fact (a parameter count, mult-adds, FLOPs);
-    - a check whose quantities carry no uncertainty (a comparison of measured numbers decided by point
-      estimates);
+    - it carries null data built from this run's data (or says why none can be built, and then never counts);
+      a value typed on the page is not a null;
+    - an absence check also carries data where the claim is true;
+    - it reads no fact (a parameter count, mult-adds, FLOPs);
+    - its quantities carry uncertainty (except for a claim about one released artefact);
+    - it names its evidence key.
 
-    and the record must say what its intervals randomise. ``tests/test_notebooks.py`` runs it on every page's
-    records at smoke scale.
+    ``tests/test_notebooks.py`` runs it on every page's records at smoke scale.
 
-    >>> audit({"checks": [{"name": "a is less than b", "needs": ["a", "b"], "has_null": True, "estimated": True,
-    ...                    "excluded": ""}], "variance": "evaluation samples"})
+    >>> audit({"unit": "trained methods", "level": 0.9, "variance": "seeds × test images",
+    ...        "checks": [{"name": "a is less than b", "needs": ["a", "b"], "has_null": True, "estimated": True,
+    ...                    "evidence": "x/fig-1/a-vs-b", "excluded": ""}]})
     []
     """
     problems = []
+    unit = record.get("unit")
+    if unit not in UNITS:
+        problems.append("the record does not say what the claim is about (its unit).")
+    if record.get("level", LEVEL) != LEVEL:
+        problems.append(f"the record uses the level {record.get('level')}, not the book's {LEVEL}.")
     for c in record.get("checks", []):
-        if c.get("excluded"):
+        if str(c.get("excluded", "")).startswith(_LEFT_OUT):
             continue
-        if not c.get("has_null", c.get("null") not in (None, "no null")):
-            problems.append(f"check {c['name']!r} has no null ({c.get('null_reason') or 'no reason given'}).")
+        name = c["name"]
+        if not c.get("has_null"):
+            reason = c.get("null_reason") or ""
+            if reason in ("", NO_NULL, TYPED_NULL):
+                problems.append(f"check {name!r} has no null built from this run's data ({reason or 'no reason'}).")
+        if c.get("absence") and not c.get("truth_construction"):
+            problems.append(f"check {name!r} claims an absence and has no data where the claim is true.")
         facts = [q for q in c.get("needs", []) if FACT_NAMES.search(q)]
         if facts:
-            problems.append(f"check {c['name']!r} reads the fact {facts[0]!r}; show it in the facts table.")
-        if not c.get("estimated", bool(c.get("interval"))):
-            problems.append(f"check {c['name']!r} compares numbers without an interval.")
+            problems.append(f"check {name!r} reads the fact {facts[0]!r}; show it in the facts table.")
+        if unit != "released artefact" and not c.get("estimated", bool(c.get("interval"))):
+            problems.append(f"check {name!r} compares numbers without an interval.")
+        if not c.get("evidence") and (c.get("has_null") or not c.get("null_reason")):
+            problems.append(f"check {name!r} names no evidence key.")
     if not str(record.get("variance", "")).strip():
         problems.append("the record does not say what its intervals randomise.")
+    return problems
+
+
+def evidence_clashes(pages: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[str]:
+    """One sentence per evidence key that two claims of the book name (naming both pages): a key says which
+    piece of evidence a check counts, so two claims naming it would count it twice (in any build, smoke too).
+
+    Args:
+        pages: ``(notebook, claim records)`` per page.
+
+    >>> rec = {"item": "Table 1", "checks": [{"name": "pe > single", "evidence": "pe/acc"}]}
+    >>> evidence_clashes([("a.ipynb", [rec]), ("b.ipynb", [{**rec, "item": "Fig. 1"}])])
+    ["The evidence 'pe/acc' counts in a.ipynb (Table 1) and in b.ipynb (Fig. 1); one piece of evidence counts once."]
+    """
+    seen: dict[str, str] = {}
+    problems = []
+    for notebook, records in pages:
+        for r in records:
+            for c in r.get("checks", []):
+                key = c.get("evidence")
+                if not key:
+                    continue
+                where = f"{notebook} ({r['item']})"
+                if key in seen:
+                    problems.append(f"The evidence {key!r} counts in {seen[key]} and in {where}; one piece of "
+                                    "evidence counts once.")
+                else:
+                    seen[key] = where
     return problems
 
 

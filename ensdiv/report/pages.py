@@ -14,21 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ensdiv.report.checks import VERDICTS, _check_scale
+from ensdiv.report.checks import RULE, VERDICTS, _check_scale
 from ensdiv.report.claims import _fmt, _fmt_interval, strength_of
 
 __all__ = ["PageRun", "chapter_summary", "claims_page", "verdict_box"]
-
-#: The rule as the claims page states it (the same as :mod:`ensdiv.report`'s docstring).
-RULE = (
-    "Each check runs on this run's numbers (*pass*, *fail*, or *inconclusive* when its 90 % interval straddles "
-    "the bound), on the paper's own numbers and on *no effect* (the null: equal quantities, a zero correlation, "
-    "a ratio of one, or the value the page states). A check the paper's numbers fail, or that passes with no "
-    "effect, is shown but not counted; facts (parameter counts, costs, identities) never count. Over the counted "
-    "checks: **holds** — all pass; **holds partly** — some pass, none fails, the rest inconclusive; "
-    "**inconclusive** — none passes or fails; **does not hold** — at least half fail; **mixed** — some fail, "
-    "fewer than half. Fewer than half of the checks computable, or a smoke build: **not testable at this scale**."
-)
 
 #: What a page's state can be: ran to the end, failed, or has no executed copy at this scale.
 PAGE_STATES = ("ok", "failed", "not run")
@@ -57,15 +46,35 @@ def _page_link(nb: str, label: str) -> str:
 
 
 def _strength(record: dict[str, Any]) -> str:
-    """``2/3 pass, 1 inconclusive`` (of the counted checks), and the first counted check's interval."""
+    """``2/3 pass, 1 inconclusive`` (of the counted checks), then the key check: its value and interval, what
+    the interval resampled, and how often it passed on its null data."""
     st = strength_of(record["checks"])
     text = f"{st['passed']}/{st['counted']} pass" + "".join(
         f", {st[k]} {w}" for k, w in (("failed", "fail"), ("inconclusive", "inconclusive"), ("untestable",
                                                                                           "not testable")) if st[k])
-    shown = next((c for c in record["checks"] if c["counted"] and c.get("interval")), None)
+    key = record.get("key_check")
+    shown = next((c for c in record["checks"] if c["name"] == key), None) or next(
+        (c for c in record["checks"] if c["counted"] and c.get("interval")), None)
     if shown:
-        text += f"; {shown['name']}: {_fmt(shown.get('value'))} {_fmt_interval(shown['interval'])}"
+        text += f"; {shown['name']}: {_fmt(shown.get('value'))} {_fmt_interval(shown.get('interval'))}"
+        if shown.get("source"):
+            text += f" over {shown['source']}"
+        if shown.get("null_rate") is not None:
+            text += f", passes {shown['null_rate']:.0%} on its null"
+    if record.get("unit"):
+        text += f"; about {record['unit']}"
     return text
+
+
+def _findings(pages: Sequence[PageRun]) -> list[str]:
+    """One line per check a paper's own numbers fail: a finding about the paper, never dropped silently."""
+    lines = []
+    for page in pages:
+        for r in page.records if page.status == "ok" else ():
+            for name in r.get("paper_findings", []):
+                lines.append(f"- {_page_link(page.notebook, r['item'])} ({r['paper']}): the paper's own numbers "
+                             f"fail \"{name}\", so its table does not support this sentence as tested here.")
+    return sorted(lines)
 
 
 def _badge(verdict: str) -> str:
@@ -144,6 +153,11 @@ def claims_page(scale: str, pages: Sequence[PageRun]) -> str:
                   *_table_lines(("page", "chapter", "claim", "strength · key numbers"),
                                 [(f"{_badge(r['verdict'])} {r['page']}", r["paper"], r["claim"],
                                   " · ".join(x for x in (r["strength"], r["key"]) if x)) for r in mine])]
+    findings = _findings(pages)
+    if findings:
+        lines += ["", "## Findings about the papers", "",
+                  "Checks the paper's own reported numbers fail: shown on the page, left out of its verdict.", "",
+                  *findings]
     lines += ["", "## The verdict rule", "", RULE]
     return "\n".join(lines) + "\n"
 

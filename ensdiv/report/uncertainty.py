@@ -53,8 +53,11 @@ def nan_mean(values: Any, *, axis: int = -1) -> np.ndarray:
 
 #: The book's one interval level.
 LEVEL = 0.90
-#: What an interval can randomise.
-SOURCES = ("evaluation samples", "training seeds", "timing repeats", "ensemble members", "both", "stated")
+#: What an interval can randomise: test images ("evaluation samples"), training runs, models of a group, members
+#: of an ensemble, repeated timings, an interval a source states, and the nested pairs (rows resampled, then the
+#: test images within them: :func:`ensdiv.report.nested_bootstrap`).
+SOURCES = ("evaluation samples", "training seeds", "models", "ensemble members", "timing repeats", "stated",
+           "seeds × test images", "models × test images", "both")
 _GROUPS = itertools.count()
 
 
@@ -71,6 +74,10 @@ class Estimate:
         group: Estimates of one :func:`paired_bootstrap` call share it: their replicates come from the same
             resamples and are combined replicate by replicate.
         low, high: A given interval at :data:`LEVEL` (``kind == "interval"``).
+        parts: For a nested bootstrap (:func:`ensdiv.report.nested_bootstrap`): the per-row image replicates
+            ``(S, R)``, the row counts ``(R, S)`` they were combined with and the rows' means ``(S,)``; a null
+            that swaps rows between two estimates (:func:`ensdiv.report.seed_flips`) recombines them without a
+            new resampling.
     """
 
     value: float
@@ -80,6 +87,7 @@ class Estimate:
     group: str | None = None
     low: float | None = None
     high: float | None = None
+    parts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -313,17 +321,19 @@ def fisher_interval(r: float, n: int, *, level: float = LEVEL) -> tuple[float, f
     return math.tanh(math.atanh(r) - z), math.tanh(math.atanh(r) + z)
 
 
-def correlation(x: Any, y: Any, *, method: str = "spearman", seed: int, n_resamples: int = 1000) -> Estimate:
+def correlation(x: Any, y: Any, *, method: str = "spearman", seed: int, n_resamples: int = 1000,
+                source: str = "evaluation samples") -> Estimate:
     """A correlation with its bootstrap interval over the (x, y) pairs (resampled together).
 
     Args:
         x, y: Paired observations ``(n,)``.
         method: ``"spearman"`` or ``"pearson"``.
         seed: Seeds the resampling.
+        source: What a pair is, as :data:`SOURCES` names it: ``"models"`` when each pair is a model (or an
+            ensemble) of a population the claim is about, ``"evaluation samples"`` when each is a test image.
 
     Returns:
-        An :class:`Estimate` whose replicates randomise the pairs (``source="evaluation samples"``: the
-        models or ensembles observed are the sample).
+        An :class:`Estimate` whose replicates resample the pairs.
     """
     x, y = _array(x).astype(float).ravel(), _array(y).astype(float).ravel()
     if x.shape != y.shape or x.size < 4:
@@ -337,7 +347,7 @@ def correlation(x: Any, y: Any, *, method: str = "spearman", seed: int, n_resamp
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
         res = stats.bootstrap((x, y), f, paired=True, vectorized=False, n_resamples=n_resamples, method="percentile",
                               confidence_level=LEVEL, random_state=np.random.default_rng(seed))
-    return Estimate(float(f(x, y)), np.asarray(res.bootstrap_distribution, dtype=float), "evaluation samples",
+    return Estimate(float(f(x, y)), np.asarray(res.bootstrap_distribution, dtype=float), source,
                     "bootstrap", f"bootstrap-{next(_GROUPS)}")
 
 
@@ -354,7 +364,7 @@ def _member_summary(value: float, dist: np.ndarray, ci: float, n: int) -> dict[s
 
 
 def member_resample(columns: dict[str, Any], members: Sequence[Sequence[int]],
-                    statistic: Callable[[dict[str, np.ndarray]], float], *, n_boot: int = 1000, ci: float = 0.95,
+                    statistic: Callable[[dict[str, np.ndarray]], float], *, n_boot: int = 1000, ci: float = LEVEL,
                     seed: int = 0) -> dict[str, Any]:
     """A statistic over ensembles, with an interval from resampling their *members*.
 
@@ -362,8 +372,8 @@ def member_resample(columns: dict[str, Any], members: Sequence[Sequence[int]],
         columns: One array per name, one value per ensemble; an ensemble with a NaN in any is left out.
         members: The member ids of each ensemble (ids of one pool).
         statistic: Called with the columns, each ensemble's row repeated by its weight.
-        n_boot, ci, seed: Resamples, interval level, seed (the same seed and members give the same resamples,
-            so two statistics of one population are paired replicate by replicate).
+        n_boot, ci, seed: Resamples, interval level (the book's :data:`LEVEL`), seed (the same seed and members
+            give the same resamples, so two statistics of one population are paired replicate by replicate).
 
     Returns:
         ``{"rho", "low", "high", "p", "n", "replicates"}`` (``rho`` holds the statistic's value). An

@@ -87,7 +87,7 @@ SLUG = "synthesis"
 _SETS = {"clean": "fmnist/test", "corruption": "fmnist-c/gaussian_noise/3", "rendition": "fmnist-r",
          "ood": "letters"}
 _COMMON = {"seed": 0, "sets": _SETS, "sources": list(SOURCES), "sizes": [2, 3], "base": "arch/resnet",
-           "categories": ["reinit", "hparam", "arch", "framework", "dataset"], "ci": 0.95,
+           "categories": ["reinit", "hparam", "arch", "framework", "dataset"],
            "packed_preset": "tab01_efficient_ensembles"}
 _SCALES = {
     "smoke": {"eval_subset": 300, "zoo_triples": 6, "dd_triples": 4, "per_run": 1, "n_boot": 50, "cka_images": 64,
@@ -104,7 +104,7 @@ _SCALES = {
               "sets": {"clean": "imagenet/val", "corruption": "imagenet-c/gaussian_noise/3",
                        "rendition": "imagenet-r", "ood": "inaturalist"}},
 }
-_RANGES = {"ci": ed.config.between(0.5, 0.999), "n_boot": ed.config.at_least(10), "per_run": ed.config.at_least(1),
+_RANGES = {"n_boot": ed.config.at_least(10), "per_run": ed.config.at_least(1),
            "zoo_triples": ed.config.at_least(0), "dd_triples": ed.config.at_least(0),
            "cka_images": ed.config.at_least(2)}
 

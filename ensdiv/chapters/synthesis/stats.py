@@ -29,8 +29,8 @@ import statsmodels.api as sm
 from scipy import stats
 
 from ensdiv.errors import InvalidInputError
+from ensdiv.report.uncertainty import LEVEL, member_resample
 from ensdiv.report.uncertainty import _member_summary as _summary
-from ensdiv.report.uncertainty import member_resample
 
 __all__ = ["spearman_ci", "spearman_many", "member_resample", "member_bootstrap", "partial_spearman", "strata",
            "correlation_table", "measure_matrix", "ranked_table"]
@@ -61,7 +61,7 @@ def _check_options(n_boot: int, ci: float) -> None:
         raise InvalidInputError(f"n_boot must be at least 1, got {n_boot!r}.")
 
 
-def spearman_ci(x: Any, y: Any, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict[str, Any]:
+def spearman_ci(x: Any, y: Any, *, n_boot: int = 1000, ci: float = LEVEL, seed: int = 0) -> dict[str, Any]:
     """Spearman's ρ of ``x`` and ``y`` with a percentile bootstrap interval over *independent* pairs.
 
     Pairs where either value is NaN are dropped first. The bootstrap resamples the pairs with
@@ -125,7 +125,7 @@ def _member_weights(groups: Sequence[tuple[int, ...]]) -> tuple[np.ndarray, np.n
 
 
 def spearman_many(columns: dict[str, np.ndarray], pairs: Sequence[tuple[str, str]],
-                  members: Sequence[Sequence[int]], *, n_boot: int = 1000, ci: float = 0.95,
+                  members: Sequence[Sequence[int]], *, n_boot: int = 1000, ci: float = LEVEL,
                   seed: int = 0) -> list[dict[str, Any]]:
     """Spearman's ρ of several (x, y) column pairs over one stratum's ensembles, each with an interval from one
     shared bootstrap over the stratum's *members* (as :func:`ensdiv.report.uncertainty.member_resample` draws
@@ -168,7 +168,7 @@ def spearman_many(columns: dict[str, np.ndarray], pairs: Sequence[tuple[str, str
 
 
 def member_bootstrap(x: Any, y: Any, members: Sequence[Sequence[int]], *, control: Any = None, n_boot: int = 1000,
-                     ci: float = 0.95, seed: int = 0) -> dict[str, Any]:
+                     ci: float = LEVEL, seed: int = 0) -> dict[str, Any]:
     """Spearman's ρ of ``x`` and ``y`` over ensembles (:func:`spearman_many` for one pair), or the partial ρ
     given ``control`` (:func:`ensdiv.report.uncertainty.member_resample`), with an interval from resampling
     their members.

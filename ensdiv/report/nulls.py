@@ -1,0 +1,216 @@
+"""Empirical nulls: a check re-run on this run's own data with the effect removed by construction.
+
+A check is evidence only if it fails without the effect. Whether it does is not argued, it is measured: the page
+builds *null data* from this run's data — two seeds of one method in place of two methods (A/A), the two
+compared methods swapped at random within each seed, models dealt into groups at random, labels permuted — many
+times (:data:`NULL_DRAWS`), and the check runs on every draw. Its **pass rate under the null** is recorded; a
+check counts only when that rate is at most :data:`NULL_RATE` (twice the nominal 5 % of the check's own
+test). An inequality that holds for any data (Jensen),
+a near-identity and a part–whole correlation pass on such data nearly always, and so never count.
+
+The mirror case: where the claim is that an effect is absent or small ("no improvement beyond 0.04 points"),
+the check also runs on data built so that the claim is *true* (``truth=``); one that passes there less often
+than :data:`TRUTH_RATE` cannot pass and does not count.
+
+A :class:`Null` holds the construction's name and its draws (each a mapping of quantities that replace this
+run's); the helpers build the common ones without a new resampling per draw where they can.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ensdiv.errors import InvalidInputError
+from ensdiv.report.replication import _row_counts, model_bootstrap, nested_bootstrap
+from ensdiv.report.uncertainty import _GROUPS, Estimate, _array, from_seeds
+
+__all__ = ["NULL_DRAWS", "NULL_RATE", "TRUTH_RATE", "Null", "aa_null", "null_draws", "partition_null",
+           "seed_flips"]
+
+#: Draws of a null construction unless the page says otherwise.
+NULL_DRAWS = 200
+#: A check counts only when it passes at most this often on its null data: twice the nominal rate of its own
+#: one-sided 5 % test. A test that is exactly calibrated passes about 5 % of the time there, and the measured
+#: rate scatters around that (a t-test over 8 seeds under all 256 sign-flip patterns: 4.7–5.9 % on six data
+#: sets; 200 random draws add about ±1.5 points), so a cutoff at 5 % would reject half of the calibrated checks
+#: by chance; at 10 % it still rejects every case the reviews found (an identity passes ~100 % of the time, an
+#: image bootstrap comparing seeds ~30 %, three seeds under sign flips 12.5 %).
+NULL_RATE = 0.10
+#: A check of an absent or small effect counts only when it passes at least this often where the claim is true.
+TRUTH_RATE = 0.5
+
+
+@dataclass(frozen=True)
+class Null:
+    """Null data for a check: what was done to this run's data, and the draws.
+
+    Args:
+        construction: What removes the effect, in the page's words ("A/A: the deep ensemble's seeds 0–2 against
+            its seeds 3–5", "sign flips between PE and DE within each seed", "models dealt into groups of 7 and
+            5 at random").
+        draws: One mapping per draw, of the quantities that replace this run's (numbers or estimates); the
+            quantities a draw leaves out keep this run's values.
+    """
+
+    construction: str
+    draws: Sequence[Mapping[str, Any]]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.construction, str) or not self.construction.strip():
+            raise InvalidInputError("A null needs its construction named (what removes the effect).")
+        if not self.draws or not all(isinstance(d, Mapping) for d in self.draws):
+            raise InvalidInputError("A null needs at least one draw, each a mapping of quantities.")
+
+
+def null_draws(construction: str, make: Callable[[np.random.Generator], Mapping[str, Any]], *,
+               draws: int = NULL_DRAWS, seed: int) -> Null:
+    """A :class:`Null` from a function that builds one draw from a random generator.
+
+    >>> null = null_draws("labels permuted", lambda rng: {"acc": float(rng.permutation([1, 0, 0, 0])[0])},
+    ...                   draws=50, seed=0)
+    >>> len(null.draws), null.construction
+    (50, 'labels permuted')
+    """
+    if int(draws) < 1:
+        raise InvalidInputError(f"A null needs at least one draw, got {draws!r}.")
+    rng = np.random.default_rng(seed)
+    return Null(construction, [make(rng) for _ in range(int(draws))])
+
+
+#: Up to this many seeds' patterns (``2**10``), a sign-flip null enumerates them all (an exact permutation test).
+EXACT_PATTERNS = 1024
+
+
+def _patterns(s: int, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Swap patterns ``(D, s)``: all ``2**s`` when there are at most ``max(draws, EXACT_PATTERNS)``, else
+    ``draws`` random ones."""
+    if 2 ** s <= max(draws, EXACT_PATTERNS):
+        return np.array(list(itertools.product((False, True), repeat=s)))
+    return rng.random((draws, s)) < 0.5
+
+
+def seed_flips(values: Mapping[str, Estimate], a: str, b: str, *, draws: int = NULL_DRAWS, seed: int) -> Null:
+    """Null data for a comparison of two methods trained with the same seeds: the two methods swapped at random
+    within each seed (a paired permutation test; exact over all ``2**S`` patterns up to ten seeds).
+
+    ``values[a]`` and ``values[b]`` are per-seed estimates (:func:`ensdiv.report.from_seeds`) or nested
+    estimates (:func:`ensdiv.report.nested_bootstrap`) with as many rows. With ``S`` seeds the observed pattern
+    is one of ``2**S``: a check that passes on it passes at least ``2**-S`` of the time, so three seeds
+    (12.5 %) can never count, and five (3.1 %) can.
+
+    Raises:
+        InvalidInputError: estimates of other kinds, or with different numbers of seeds.
+
+    >>> null = seed_flips({"pe": from_seeds([0.91, 0.92, 0.90]), "de": from_seeds([0.90, 0.91, 0.89])}, "pe", "de",
+    ...                   seed=0)
+    >>> len(null.draws), sorted(null.draws[1]["pe"].replicates.tolist())
+    (8, [0.89, 0.91, 0.92])
+    """
+    ea, eb = values.get(a), values.get(b)
+    rng = np.random.default_rng(seed)
+    if all(isinstance(e, Estimate) and e.kind == "seeds" for e in (ea, eb)):
+        va, vb = (np.asarray(e.replicates, dtype=float) for e in (ea, eb))
+        if va.size != vb.size:
+            raise InvalidInputError(f"seed_flips needs as many seeds of {a!r} and {b!r}, got {va.size} and {vb.size}.")
+        out = []
+        for flip in _patterns(va.size, draws, rng):
+            out.append({a: from_seeds(np.where(flip, vb, va), source=ea.source),
+                        b: from_seeds(np.where(flip, va, vb), source=eb.source)})
+        return Null(f"{a} and {b} swapped at random within each seed", out)
+    if all(isinstance(e, Estimate) and e.parts is not None for e in (ea, eb)):
+        (ra, ca, ma), (rb, cb, mb) = ea.parts, eb.parts
+        if ra.shape != rb.shape:
+            raise InvalidInputError(f"seed_flips needs as many seeds (rows) of {a!r} and {b!r}, got {ra.shape[0]} "
+                                    f"and {rb.shape[0]}.")
+        s = ra.shape[0]
+        out = []
+        for flip in _patterns(s, draws, rng):
+            na, nb = np.where(flip[:, None], rb, ra), np.where(flip[:, None], ra, rb)
+            pa, pb = np.where(flip, mb, ma), np.where(flip, ma, mb)
+            group = f"bootstrap-{next(_GROUPS)}"
+            out.append({a: Estimate(float(pa.mean()), np.einsum("rs,sr->r", ca, na) / s, ea.source, "bootstrap",
+                                    group, parts=(na, ca, pa)),
+                        b: Estimate(float(pb.mean()), np.einsum("rs,sr->r", cb, nb) / s, eb.source, "bootstrap",
+                                    group, parts=(nb, cb, pb))})
+        return Null(f"{a} and {b} swapped at random within each seed (rows), test images resampled as observed",
+                    out)
+    raise InvalidInputError(f"seed_flips needs per-seed or nested estimates of {a!r} and {b!r} (from_seeds, "
+                            "nested_bootstrap); an image bootstrap has no seeds to swap.")
+
+
+def aa_null(runs: Any, a: str, b: str, *, draws: int = NULL_DRAWS, seed: int, n_resamples: int = 1000,
+            method: str = "the method") -> Null:
+    """A/A null data: one method's runs split at random into two disjoint halves, standing in for ``a`` and ``b``.
+
+    Args:
+        runs: ``(S,)`` one value per seed, or ``(S, N)`` per seed and test image (then each half is a nested
+            estimate over its seeds and the images, from one image resampling for all draws).
+        a, b: The two quantities the halves replace.
+        draws: Random splits. seed: Seeds the splits (and the resampling). n_resamples: Replicates.
+        method: Names the method in the construction.
+
+    Raises:
+        InvalidInputError: fewer than four runs (two per half), an array of another shape.
+
+    >>> null = aa_null([0.90, 0.91, 0.89, 0.92, 0.90, 0.91], "pe", "de", seed=0, draws=20)
+    >>> len(null.draws), null.draws[0]["pe"].replicates.size
+    (20, 3)
+    """
+    arr = _array(runs).astype(float)
+    if arr.ndim not in (1, 2) or arr.shape[0] < 4:
+        raise InvalidInputError(f"aa_null needs at least four runs of one method ((S,) or (S, N)), got shape "
+                                f"{arr.shape}.")
+    s = arr.shape[0]
+    half = s // 2
+    rng = np.random.default_rng([seed, 2])
+    name = f"A/A: two disjoint halves of {method}'s {s} runs ({half} each) in place of {a} and {b}"
+    if arr.ndim == 1:
+        out = []
+        for _ in range(int(draws)):
+            order = rng.permutation(s)
+            out.append({a: from_seeds(arr[order[:half]]), b: from_seeds(arr[order[half:2 * half]])})
+        return Null(name, out)
+    base = nested_bootstrap({"runs": arr}, seed=seed, n_resamples=n_resamples)["runs"]
+    reps, _, means = base.parts
+    out = []
+    for _ in range(int(draws)):
+        order = rng.permutation(s)
+        draw = {}
+        group = f"bootstrap-{next(_GROUPS)}"
+        for name_, rows in ((a, order[:half]), (b, order[half:2 * half])):
+            counts = _row_counts(rng, half, reps.shape[1])
+            draw[name_] = Estimate(float(means[rows].mean()), np.einsum("rs,sr->r", counts, reps[rows]) / half,
+                                   base.source, "bootstrap", group, parts=(reps[rows], counts, means[rows]))
+        out.append(draw)
+    return Null(name, out)
+
+
+def partition_null(values: Any, groups: Sequence[Any], *, draws: int = NULL_DRAWS, seed: int,
+                   n_resamples: int = 1000, names: Mapping[str, str] | None = None) -> Null:
+    """Null data for a comparison of groups of models: the models dealt into groups of the same sizes at random,
+    each draw's group means with their model bootstrap (:func:`ensdiv.report.model_bootstrap`).
+
+    Args:
+        values: ``(n,)`` one number per model. groups: ``(n,)`` the group of each model.
+        names: ``{group label: quantity name}`` when the claim names the quantities otherwise.
+
+    >>> null = partition_null([0.9, 0.8, 0.85, 0.7, 0.72, 0.71], ["cnn"] * 3 + ["vit"] * 3, seed=0, draws=5)
+    >>> sorted(null.draws[0]), null.draws[0]["cnn"].source
+    (['cnn', 'vit'], 'models')
+    """
+    v = _array(values).astype(float).ravel()
+    labels = [str(g) for g in groups]
+    rng = np.random.default_rng([seed, 3])
+    names = dict(names or {})
+    out = []
+    for i in range(int(draws)):
+        dealt = list(rng.permutation(labels))
+        est = model_bootstrap(v, dealt, n_resamples=n_resamples, seed=seed + 1 + i)
+        out.append({names.get(k, k): e for k, e in est.items()})
+    sizes = ", ".join(f"{labels.count(k)} {k}" for k in dict.fromkeys(labels))
+    return Null(f"models dealt at random into groups of the same sizes ({sizes})", out)

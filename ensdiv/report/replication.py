@@ -1,0 +1,182 @@
+"""The unit of replication: what a claim is about, and bootstraps that resample it.
+
+A claim about *trained methods* ("Packed-Ensembles is more accurate than a single model") is about what
+another training run would give; a claim about *groups of models* ("Transformers are more robust than CNNs")
+about what other models of each group would give. An interval over the test images alone leaves that variance
+out: on 27 Nov 2026 the zoo's base ResNet recipe trained with seeds 0–3, compared pair by pair with a paired
+bootstrap over the test images, gave 2 of 6 pairs of the *same* recipe as "different". So every claim states its
+unit (:data:`UNITS`), every estimate says what it resampled (its ``source``), and a check whose interval does not
+resample the claim's unit is *inconclusive*, shown as "seed variance not covered" (or models, …).
+
+- :func:`nested_bootstrap` resamples rows (seeds of a method, models of a group) and the test images within
+  them: the variance a method's or a group's mean has over both.
+- :func:`model_bootstrap` resamples models within each group, from one number per model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ensdiv.errors import InvalidInputError
+from ensdiv.report.uncertainty import _GROUPS, Estimate, _array, paired_bootstrap
+
+__all__ = ["UNITS", "covers", "model_bootstrap", "nested_bootstrap", "uncovered"]
+
+#: What a claim can be about, and the estimate sources whose intervals resample it. A claim about one released
+#: artefact (the authors' file, a fixed set of measurements) takes any source, and point values too.
+UNITS: dict[str, tuple[str, ...]] = {
+    "trained methods": ("training seeds", "seeds × test images"),
+    "groups of models": ("models", "models × test images", "ensemble members"),
+    "these models": ("evaluation samples", "training seeds", "seeds × test images", "models",
+                     "models × test images", "ensemble members"),
+    "timings": ("timing repeats",),
+    "released artefact": (),
+}
+_WHAT = {"trained methods": "seed", "groups of models": "model", "these models": "test-set", "timings": "timing"}
+
+
+def covers(unit: str, source: str | None) -> bool:
+    """Whether an interval over ``source`` (None: point values, ``"a + b"``: several) resamples ``unit``.
+
+    >>> covers("trained methods", "seeds × test images"), covers("trained methods", "evaluation samples")
+    (True, False)
+    >>> covers("released artefact", None), covers("groups of models", "models + evaluation samples")
+    (True, False)
+    """
+    if unit not in UNITS:
+        raise InvalidInputError(f"Unknown unit {unit!r}; a claim is about one of: {', '.join(UNITS)}.")
+    if unit == "released artefact":
+        return True
+    return source is not None and all(s in UNITS[unit] for s in source.split(" + "))
+
+
+def uncovered(unit: str) -> str:
+    """What a check misses when its interval does not resample ``unit``: ``"seed variance not covered"``."""
+    return f"{_WHAT.get(unit, unit)} variance not covered"
+
+
+def nested_bootstrap(rows: Mapping[str, Any], *, unit: str = "seeds", n_resamples: int = 1000, seed: int,
+                     paired_rows: bool = False) -> dict[str, Estimate]:
+    """Means over rows and test images, with replicates that resample both (a two-stage bootstrap).
+
+    Each quantity is an ``(S, N)`` array: one row per seed of a method (or per model of a group), one column
+    per test image (a per-image score: correctness, NLL). Its value is the mean over rows of the row's mean over
+    images. A replicate resamples the images once for every quantity of the call (``scipy.stats.bootstrap``
+    over the image indices: quantities stay paired by image) and the rows of each quantity with replacement on
+    their own (independent runs), or with one row resample for all when ``paired_rows`` (seed ``s`` of every
+    method shares its data order and initialisation).
+
+    Args:
+        rows: ``{name: (S, N) array}``; every array has the same ``N`` (torch tensors are accepted).
+        unit: ``"seeds"`` (rows are training runs) or ``"models"`` (rows are models of a group).
+        n_resamples: Replicates. seed: Seeds the resampling.
+        paired_rows: Resample the rows of every quantity together (needs equal ``S``).
+
+    Returns:
+        ``{name: Estimate}`` with source ``"seeds × test images"`` or ``"models × test images"``, in one group
+        (paired replicate by replicate); ``parts`` keeps the per-row image replicates and row counts so that a
+        null swapping rows (:func:`ensdiv.report.seed_flips`) needs no new resampling.
+
+    Raises:
+        InvalidInputError: no quantity, an array that is not 2-D, different ``N``, a row count below two, an
+            unknown unit, ``paired_rows`` with different row counts.
+
+    Shape:
+        each array: ``(S, N)``.
+
+    >>> rng = np.random.default_rng(0)
+    >>> est = nested_bootstrap({"a": rng.random((3, 50)) < 0.9, "b": rng.random((4, 50)) < 0.8}, seed=0,
+    ...                        n_resamples=200)
+    >>> est["a"].source, est["a"].replicates.shape, est["a"].interval()[0] < est["a"].value
+    ('seeds × test images', (200,), True)
+    """
+    if unit not in ("seeds", "models"):
+        raise InvalidInputError(f"nested_bootstrap's unit must be 'seeds' or 'models', got {unit!r}.")
+    if not rows:
+        raise InvalidInputError("nested_bootstrap needs at least one quantity.")
+    arrays = {k: _array(v).astype(float) for k, v in rows.items()}
+    for k, a in arrays.items():
+        if a.ndim != 2:
+            raise InvalidInputError(f"Quantity {k!r} must be an (S, N) array of rows by test images, got shape "
+                                    f"{a.shape}.")
+        if a.shape[0] < 2:
+            raise InvalidInputError(f"Quantity {k!r} has {a.shape[0]} row(s); resampling rows needs at least two.")
+    if len({a.shape[1] for a in arrays.values()}) != 1:
+        raise InvalidInputError("nested_bootstrap needs the same test images (N) for every quantity, got "
+                                f"{sorted({a.shape[1] for a in arrays.values()})}.")
+    if paired_rows and len({a.shape[0] for a in arrays.values()}) != 1:
+        raise InvalidInputError("paired_rows needs as many rows for every quantity.")
+    # stage 1: every row's mean over one shared resampling of the images (one scipy call for all rows)
+    flat = {f"{k}\x00{s}": a[s] for k, a in arrays.items() for s in range(a.shape[0])}
+    per_row = paired_bootstrap(flat, n_resamples=n_resamples, seed=seed)
+    rng = np.random.default_rng([seed, 1])
+    shared = None
+    out = {}
+    group = f"bootstrap-{next(_GROUPS)}"
+    source = f"{unit} × test images"
+    for k, a in arrays.items():
+        s = a.shape[0]
+        reps = np.stack([per_row[f"{k}\x00{i}"].replicates for i in range(s)])  # (S, R)
+        if paired_rows:
+            shared = shared if shared is not None else _row_counts(rng, s, n_resamples)
+            counts = shared
+        else:
+            counts = _row_counts(rng, s, n_resamples)  # (R, S)
+        value = float(a.mean(axis=1).mean())
+        out[k] = Estimate(value, np.einsum("rs,sr->r", counts, reps) / s, source, "bootstrap", group,
+                          parts=(reps, counts, a.mean(axis=1)))
+    return out
+
+
+def _row_counts(rng: np.random.Generator, s: int, r: int) -> np.ndarray:
+    """How often each of ``s`` rows is drawn in each of ``r`` resamples with replacement: ``(r, s)``."""
+    return rng.multinomial(s, np.full(s, 1.0 / s), size=r).astype(float)
+
+
+def model_bootstrap(values: Any, groups: Sequence[Any], *, n_resamples: int = 1000, seed: int
+                    ) -> dict[str, Estimate]:
+    """The mean of one number per model within each group, with models resampled within their group.
+
+    For claims about groups of models ("Transformers are more robust than CNNs"): the interval covers which
+    models of each group happen to be in the zoo (``scipy.stats.bootstrap`` over each group's models on its
+    own).
+
+    Args:
+        values: ``(n,)`` one number per model (its accuracy, its robustness).
+        groups: ``(n,)`` the group of each model (a label).
+        n_resamples: Replicates. seed: Seeds the resampling.
+
+    Returns:
+        ``{str(label): Estimate}`` with source ``"models"``, one group (replicates of two groups are
+        independent draws, combined replicate by replicate).
+
+    Raises:
+        InvalidInputError: lengths that differ, a group with fewer than two models, a non-finite value.
+
+    >>> est = model_bootstrap([0.9, 0.8, 0.85, 0.7, 0.72, 0.71], ["cnn"] * 3 + ["vit"] * 3, seed=0)
+    >>> round(est["cnn"].value, 3), est["vit"].source
+    (0.85, 'models')
+    """
+    v = _array(values).astype(float).ravel()
+    labels = [str(g) for g in groups]
+    if v.size != len(labels):
+        raise InvalidInputError(f"model_bootstrap needs one group per value, got {v.size} values and {len(labels)} "
+                                "groups.")
+    if not np.all(np.isfinite(v)):
+        raise InvalidInputError("model_bootstrap needs finite values; leave out the models without one.")
+    names = list(dict.fromkeys(labels))
+    members = [v[[i for i, g in enumerate(labels) if g == name]] for name in names]
+    small = [n for n, m in zip(names, members, strict=True) if m.size < 2]
+    if small:
+        raise InvalidInputError(f"Group {small[0]!r} has fewer than two models; a model bootstrap needs two.")
+    res = stats.bootstrap(tuple(members), lambda *xs, axis=-1: np.stack([x.mean(axis=axis) for x in xs]),
+                          vectorized=True, paired=False, n_resamples=n_resamples, method="percentile",
+                          rng=np.random.default_rng(seed))
+    dist = np.asarray(res.bootstrap_distribution).reshape(len(names), -1)
+    group = f"bootstrap-{next(_GROUPS)}"
+    return {name: Estimate(float(m.mean()), dist[i], "models", "bootstrap", group)
+            for i, (name, m) in enumerate(zip(names, members, strict=True))}

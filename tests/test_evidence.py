@@ -1,0 +1,421 @@
+"""Verdicts on evidence: empirical nulls, the claim's unit of replication, Holm, gates and evidence keys.
+
+Each case the reviews found on pages is rebuilt here from synthetic data, with the effect removed by
+construction, and must *not* count (an inequality true for any data, a near-identity, a part–whole correlation,
+a maximum of noisy improvements against a small bound, a tie at a grid's floor, one quantity in two claims, a
+diversity check on a run that failed its gate); a genuine effect of three standard errors over seeds must count
+and pass. The statistics are checked against naive implementations and scipy.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ensdiv import report
+from ensdiv.errors import EnsdivError, InvalidInputError
+from ensdiv.report import (
+    Null,
+    aa_null,
+    claim,
+    correlated,
+    from_seeds,
+    greater,
+    less,
+    model_bootstrap,
+    nested_bootstrap,
+    noninferior,
+    null_draws,
+    paired_bootstrap,
+    partition_null,
+    seed_flips,
+)
+
+
+def _claim(checks, ours, *, unit="trained methods", **kw):
+    return claim(paper="foundations", item="Fig. 1", claim="A test claim.", checks=checks, ours=ours, scale="cpu",
+                 write=False, unit=unit, **kw)
+
+
+def _nll(probs, labels):
+    return -np.log(probs[np.arange(labels.size), labels])
+
+
+# --- the cases that must not count ------------------------------------------------------------------------------
+
+def test_jensen_inequality_passes_on_permuted_labels_and_does_not_count():
+    """The averaged ensemble's NLL is below its members' mean NLL for any predictions (Jensen): with the labels
+    permuted (no model knows anything) the check still passes, so it is not evidence of diversity helping."""
+    rng = np.random.default_rng(0)
+    m, n, c = 4, 400, 10
+    logits = rng.normal(size=(m, n, c)) * 2
+    probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    labels = rng.integers(0, c, n)
+
+    def quantities(lab, seed):
+        per = {"ens": _nll(probs.mean(0), lab), "members": np.mean([_nll(p, lab) for p in probs], axis=0)}
+        return paired_bootstrap(per, seed=seed, n_resamples=200)
+
+    ours = quantities(labels, 0)
+    null = null_draws("labels permuted", lambda r: quantities(r.permutation(labels), int(r.integers(1 << 30))),
+                      draws=40, seed=1)
+    c = _claim([less("ens", "members", null=null, evidence="t/jensen")], ours, unit="these models")
+    row = c.checks[0]
+    assert row["ours"] == "pass" and row["null_rate"] == 1.0 and not row["counted"]
+    assert row["excluded"].startswith("passes 100% of the time with no effect (labels permuted)")
+    assert c.verdict == "not testable at this scale"
+
+
+def test_near_identity_of_two_diversity_measures_does_not_count():
+    """Disagreement and the Kohavi–Wolpert variance of two members are sums of the same vote-pattern
+    frequencies (KW = D / 4 for two members): their correlation over ensembles is one on random votes too."""
+    rng = np.random.default_rng(0)
+
+    def measures(correct):  # correct: (E, 2, N) of 0/1
+        d = (correct[:, 0] != correct[:, 1]).mean(-1)
+        kw = (correct.sum(1) * (2 - correct.sum(1))).mean(-1) / 4
+        return d, kw
+
+    def corr(correct, seed):
+        d, kw = measures(correct)
+        return {"r": report.correlation(d, kw, method="pearson", seed=seed, n_resamples=200, source="models")}
+
+    real = rng.random((30, 2, 200)) < rng.uniform(0.6, 0.95, (30, 2, 1))
+    null = null_draws("votes drawn at random, independent of any model",
+                      lambda r: corr(r.random((30, 2, 200)) < 0.8, int(r.integers(1 << 30))), draws=30, seed=1)
+    c = _claim([correlated("r", sign=1, null=null, evidence="t/kw")], corr(real, 0), unit="groups of models")
+    assert c.checks[0]["null_rate"] == 1.0 and not c.checks[0]["counted"]
+
+
+def test_part_whole_correlation_does_not_count():
+    """One term of an average correlated with the average: positive on independent noise."""
+    rng = np.random.default_rng(0)
+
+    def corr(terms, seed):
+        return {"r": report.correlation(terms[0], terms.mean(0), seed=seed, n_resamples=200, source="models")}
+
+    null = null_draws("terms drawn independently", lambda r: corr(r.normal(size=(3, 40)), int(r.integers(1 << 30))),
+                      draws=50, seed=1)
+    c = _claim([correlated("r", sign=1, null=null, evidence="t/part")], corr(rng.normal(size=(3, 40)), 0),
+               unit="groups of models")
+    assert c.checks[0]["null_rate"] > 0.9 and not c.checks[0]["counted"]
+
+
+def test_maximum_of_noisy_zero_improvements_cannot_pass_an_absence_claim():
+    """"No ensemble improves by more than 0.04 points": the maximum of 165 improvements measured on 5,000
+    images is 0.3–0.6 points when every true improvement is zero, so the check cannot pass where the claim is
+    true, and is not counted (whatever this run's maximum)."""
+    sd = 0.17  # points: the spread of one ensemble's improvement measured on 5,000 images
+
+    def maximum(rng, shift=0.0):
+        return {"best": float(np.max(rng.normal(shift, sd, 165)))}
+
+    truth = null_draws("165 improvements centred at zero (the claim true)", maximum, draws=200, seed=0)
+    null = null_draws("165 improvements centred at 1 point (the claim false)", lambda r: maximum(r, 1.0), draws=200,
+                      seed=1)
+    check = report.below("best", 0.04, null=null, truth=truth, absence=True, evidence="t/max")
+    c = _claim([check], {"best": 0.48}, unit="released artefact")
+    row = c.checks[0]
+    assert row["truth_rate"] == 0.0 and not row["counted"]
+    assert row["excluded"].startswith("cannot pass where the claim is true (passes 0%")
+    assert 0.3 < np.median([d["best"] for d in truth.draws]) < 0.6  # the size the review measured (sd 0.17)
+
+
+def test_tie_at_a_grid_floor_does_not_count():
+    """"A needs no more epochs than B" scored on a grid whose floor both reach: on data where A truly needs
+    twice B's epochs, both are still censored at the floor, so the check passes there too."""
+    grid = np.array([1, 2, 4, 8])
+
+    def censored(true_epochs):
+        return float(grid[np.searchsorted(grid, np.maximum(true_epochs, grid[0]))])
+
+    def draw(rng, slower=1.0):
+        b = rng.uniform(0.1, 0.5, 6)
+        a = b * slower
+        return {"a": from_seeds([censored(x) for x in a]), "b": from_seeds([censored(x) for x in b])}
+
+    null = null_draws("A needs twice B's epochs, read on the same grid", lambda r: draw(r, 2.0), draws=50, seed=0)
+    truth = null_draws("A and B need the same epochs", draw, draws=50, seed=1)
+    check = noninferior("a", "b", margin=0.5, higher_is_better=False, null=null, truth=truth, evidence="t/grid")
+    c = _claim([check], draw(np.random.default_rng(2)))
+    assert c.checks[0]["null_rate"] == 1.0 and not c.checks[0]["counted"]
+
+
+def test_one_quantity_in_two_claims_is_refused():
+    a = _claim([greater("pe", "single", evidence="pe/accuracy")], {"pe": 1.0, "single": 0.0})
+    b = claim(paper="packed-ensembles", item="Fig. 1", claim="Another.", unit="trained methods", scale="cpu",
+              checks=[greater("pe", "single", evidence="pe/accuracy")], ours={"pe": 1.0, "single": 0.0}, write=False)
+    clashes = report.evidence_clashes([("nb/table1.ipynb", [a.record()]), ("nb/fig1.ipynb", [b.record()])])
+    assert clashes == ["The evidence 'pe/accuracy' counts in nb/table1.ipynb (Fig. 1) and in nb/fig1.ipynb "
+                       "(Fig. 1); one piece of evidence counts once."]
+    with pytest.raises(InvalidInputError, match="Two checks count the evidence 'k'"):
+        _claim([greater("a", "b", evidence="k"), greater("a", "c", evidence="k")], {"a": 1, "b": 0, "c": 0})
+
+
+def test_a_check_on_a_run_that_failed_its_gate_is_not_meaningful():
+    """SED's λ = 5 members collapsed (27 % against 81.6 %): their diversity passes are not counted."""
+    flips = Null("members and baseline swapped", [{"div_sed": 0.1, "div_base": 0.3}])
+    ours = {"div_sed": from_seeds([0.6, 0.62, 0.61, 0.63, 0.6]), "div_base": from_seeds([0.3, 0.31, 0.3, 0.29, 0.3]),
+            "member_acc": from_seeds([27.0, 26.5, 27.5, 27.1, 26.9]), "base_acc": from_seeds([81.6, 81.2, 81.9,
+                                                                                                81.5, 81.7])}
+    gate = noninferior("member_acc", "base_acc", margin=5.0, name="members within 5 points of the baseline")
+    c = _claim([greater("div_sed", "div_base", null=flips, evidence="t/div")], ours, gates=[gate])
+    assert c.gates[0]["ours"] == "fail"
+    assert c.checks[0]["excluded"] == "not meaningful (gate failed: members within 5 points of the baseline)"
+    assert not c.checks[0]["counted"] and c.verdict == "not testable at this scale"
+    passed = _claim([greater("div_sed", "div_base", null=flips, evidence="t/div")],
+                    {**ours, "member_acc": ours["base_acc"]}, gates=[gate])
+    assert passed.checks[0]["counted"] and passed.verdict == "holds"
+
+
+def test_an_image_bootstrap_does_not_decide_a_claim_about_methods():
+    """The A/A of 27 Nov 2026 in miniature: two seeds of one recipe differ by chance in which images they get
+    right; a paired image bootstrap calls them different, and the claim about methods makes that inconclusive."""
+    rng = np.random.default_rng(0)
+    base = rng.random(5000) < 0.9
+    seed_a = np.where(rng.random(5000) < 0.1, ~base, base)
+    seed_b = np.where(rng.random(5000) < 0.1, ~base, base)
+    seed_a[:500] = True  # seed a happens to get more of the first images right
+    est = paired_bootstrap({"a": seed_a, "b": seed_b}, seed=0, n_resamples=500)
+    null = Null("the two seeds swapped", [{"a": est["b"], "b": est["a"]}])
+    c = _claim([greater("a", "b", null=null, evidence="t/aa")], est)
+    row = c.checks[0]
+    assert report.evaluate(greater("a", "b"), est).result == "pass"  # what the old rule counted
+    assert row["ours"] == "inconclusive" and row["note"] == "seed variance not covered" and row["counted"]
+    assert c.verdict == "inconclusive"
+
+
+def test_a_genuine_effect_of_three_standard_errors_over_seeds_counts_and_passes():
+    rng = np.random.default_rng(3)
+    s = 8
+    noise = rng.normal(0, 1, s)
+    diff = 3 / np.sqrt(s) + (noise - noise.mean()) / noise.std(ddof=1)  # sample sd 1, mean 3 / sqrt(8): t = 3
+    single = rng.normal(90, 0.5, s)
+    ours = {"pe": from_seeds(single + diff), "single": from_seeds(single)}
+    t = stats.ttest_1samp(diff, 0.0, alternative="greater")
+    assert t.statistic == pytest.approx(3.0)
+    null = seed_flips(ours, "pe", "single", seed=0)
+    c = _claim([greater("pe", "single", null=null, evidence="t/genuine")], ours)
+    row = c.checks[0]
+    assert row["null_rate"] <= report.NULL_RATE and row["counted"] and row["ours"] == "pass"
+    assert row["p"] == pytest.approx(t.pvalue)  # the p-value is scipy's one-sided t-test
+    assert c.verdict == "holds"
+
+
+def test_three_seeds_can_never_count_under_sign_flips():
+    ours = {"pe": from_seeds([92.0, 92.1, 92.2]), "single": from_seeds([90.0, 90.1, 90.2])}
+    null = seed_flips(ours, "pe", "single", seed=0)
+    assert len(null.draws) == 8  # every pattern once
+    c = _claim([greater("pe", "single", null=null, evidence="t/3")], ours)
+    assert c.checks[0]["null_rate"] == pytest.approx(1 / 8) and not c.checks[0]["counted"]
+
+
+# --- Holm and the rule --------------------------------------------------------------------------------------------
+
+def test_holm_against_a_hand_computed_case():
+    # sorted 0.01, 0.02, 0.04 with alpha 0.05: 0.01 <= 0.05/3, 0.02 <= 0.05/2, 0.04 <= 0.05/1
+    assert report.holm([0.04, 0.01, 0.02]) == [True, True, True]
+    # 0.02 > 0.05/3 stops the step-down at once
+    assert report.holm([0.02, 0.03, 0.04]) == [False, False, False]
+    assert report.holm([]) == []
+
+
+def test_holm_turns_a_lone_pass_among_many_into_inconclusive():
+    """Nine checks, one p = 0.02: it passes alone, not after Holm over nine; with 8 inconclusive the claim is
+    inconclusive (fewer than half pass), not "holds partly" as the old rule read design-diversity Fig. 7."""
+    noise = np.array([-0.2, -0.1, 0.0, 0.1, 0.2, 0.15, -0.15, 0.05, -0.05])
+    centre = stats.t.ppf(0.98, 8) * noise.std(ddof=1) / 3  # t = 2.45 over 9 seeds: p = 0.02
+    ests = {f"x{i}": from_seeds((centre if i == 0 else 0.0) + noise) for i in range(9)}
+    checks = [report.positive(f"x{i}", null=Null("zero", [{f"x{i}": 0.0}]), evidence=f"t/{i}") for i in range(9)]
+    c = _claim(checks, ests)
+    assert c.checks[0]["p"] < report.ALPHA and c.checks[0]["holm"] is False
+    assert c.checks[0]["ours"] == "inconclusive" and "Holm over 9" in c.checks[0]["note"]
+    assert c.verdict == "inconclusive"
+
+
+def test_holds_partly_needs_half_of_the_counted_checks():
+    assert report.verdict(["pass", "inconclusive"], scale="cpu") == "holds partly"
+    assert report.verdict(["pass", "inconclusive", "inconclusive"], scale="cpu") == "inconclusive"
+
+
+def test_implied_checks_are_shown_and_not_counted():
+    null = Null("zero", [{"r_attr": 0.0, "r_dis": 0.0}])
+    checks = [report.positive("r_attr", null=null, evidence="t/a"), report.negative("r_dis", null=null, evidence="t/d"),
+              greater("r_attr", "r_dis", null=null, implied_by=("r_attr is positive", "r_dis is negative"))]
+    c = _claim(checks, {"r_attr": 0.4, "r_dis": -0.3}, unit="released artefact")
+    assert c.checks[2]["excluded"] == "implied by r_attr is positive, r_dis is negative"
+    assert c.strength()["counted"] == 2
+    with pytest.raises(InvalidInputError, match="implied by 'nope'"):
+        _claim([greater("a", "b", implied_by=("nope",))], {"a": 1, "b": 0})
+
+
+def test_an_untestable_premise_is_not_testable_with_the_numbers_shown():
+    null = Null("zero", [{"speedup": 1.0}])
+    c = _claim([report.above("speedup", 1.0, null=null, evidence="t/speed")], {"speedup": 1.4}, unit="timings",
+               untestable="GPU parallelism; this run times one-thread CPU processes")
+    assert c.verdict == "not testable at this scale"
+    assert c.checks[0]["ours"] == "inconclusive" and c.checks[0]["note"] == "timing variance not covered"
+    assert c.checks[0]["excluded"].startswith("premise not testable at this scale (GPU")
+
+
+# --- the nulls' constructions ---------------------------------------------------------------------------------------
+
+def test_seed_flips_enumerate_every_pattern_on_nested_estimates():
+    rng = np.random.default_rng(0)
+    rows = {"a": rng.random((3, 200)) < 0.9, "b": rng.random((3, 200)) < 0.8}
+    est = nested_bootstrap(rows, seed=0, n_resamples=100, paired_rows=True)
+    null = seed_flips(est, "a", "b", seed=0)
+    assert len(null.draws) == 8
+    # the all-swapped pattern exchanges the two estimates exactly
+    last = null.draws[-1]
+    assert last["a"].value == pytest.approx(est["b"].value)
+    assert np.allclose(last["a"].replicates, est["b"].replicates)
+    # swapping row 0 only: a's value is the mean of b's row 0 and a's rows 1-2
+    one = null.draws[4]
+    assert one["a"].value == pytest.approx((rows["b"][0].mean() + rows["a"][1].mean() + rows["a"][2].mean()) / 3)
+
+
+def test_aa_null_splits_one_method_into_disjoint_halves():
+    runs = np.array([0.90, 0.91, 0.89, 0.92, 0.90, 0.93])
+    null = aa_null(runs, "pe", "de", seed=0, draws=30, method="the deep ensemble")
+    for d in null.draws:
+        a, b = sorted(d["pe"].replicates), sorted(d["de"].replicates)
+        assert sorted(a + b) == pytest.approx(sorted(runs[:6]))  # every run used once
+    assert "the deep ensemble's 6 runs (3 each)" in null.construction
+    rng = np.random.default_rng(0)
+    nested = aa_null(rng.random((4, 300)) < 0.9, "pe", "de", seed=0, draws=5, n_resamples=100)
+    assert nested.draws[0]["pe"].source == "seeds × test images"
+    with pytest.raises(InvalidInputError, match="at least four runs"):
+        aa_null([0.9, 0.91, 0.92], "a", "b", seed=0)
+
+
+def test_partition_null_keeps_group_sizes():
+    values = np.arange(10.0)
+    groups = ["cnn"] * 7 + ["vit"] * 3
+    null = partition_null(values, groups, seed=0, draws=20, n_resamples=50)
+    assert "7 cnn, 3 vit" in null.construction
+    means = [(d["cnn"].value * 7 + d["vit"].value * 3) for d in null.draws]
+    assert means == pytest.approx([45.0] * 20)  # every model dealt once
+
+
+def test_null_and_truth_reject_bad_input():
+    with pytest.raises(InvalidInputError, match="construction named"):
+        Null("  ", [{"a": 1.0}])
+    with pytest.raises(InvalidInputError, match="at least one draw"):
+        Null("x", [])
+    with pytest.raises(InvalidInputError, match="at least one draw"):
+        Null("x", [1.0])
+    with pytest.raises(InvalidInputError, match="at least one draw"):
+        null_draws("x", lambda r: {}, draws=0, seed=0)
+    typed = report.Check("c", needs=("a",), statistic=lambda v: v["a"], region=(">", 0), null={"a": 0.0})
+    assert typed.null is None and typed.null_reason == report.checks.TYPED_NULL  # shown, never counted
+    with pytest.raises(InvalidInputError, match="truth= must be an ed.report.Null"):
+        report.Check("c", needs=("a",), statistic=lambda v: v["a"], region=(">", 0), truth={"a": 0.0})
+    with pytest.raises(InvalidInputError, match="as many seeds"):
+        seed_flips({"a": from_seeds([1, 2, 3]), "b": from_seeds([1, 2])}, "a", "b", seed=0)
+    est = paired_bootstrap({"a": np.ones(10), "b": np.zeros(10)}, seed=0, n_resamples=20)
+    with pytest.raises(InvalidInputError, match="no seeds to swap"):
+        seed_flips(est, "a", "b", seed=0)
+
+
+def test_claim_rejects_bad_unit_gate_and_key_check():
+    ours = {"a": 1.0, "b": 0.0}
+    with pytest.raises(InvalidInputError, match="Unknown unit 'seeds'"):
+        _claim([greater("a", "b")], ours, unit="seeds")
+    with pytest.raises(InvalidInputError, match="depends on the gate 'g'"):
+        _claim([greater("a", "b", gates=("g",))], ours)
+    with pytest.raises(InvalidInputError, match="key_check 'x'"):
+        _claim([greater("a", "b")], ours, key_check="x")
+    with pytest.raises(EnsdivError, match="Unknown unit"):
+        report.covers("methods", "training seeds")
+
+
+# --- the bootstraps against naive implementations -------------------------------------------------------------------
+
+def test_nested_bootstrap_matches_a_naive_two_stage_resampling():
+    """Replicate r: the images of resample r (shared), the rows of resample r; the mean of the rows' means.
+    Recomputed by a loop from the returned parts' row counts and per-row replicates, and the per-row replicates
+    from scipy's own bootstrap distribution of one row."""
+    rng = np.random.default_rng(0)
+    a = (rng.random((4, 60)) < 0.8).astype(float)
+    est = nested_bootstrap({"a": a}, seed=3, n_resamples=50)["a"]
+    reps, counts, means = est.parts
+    assert means == pytest.approx(a.mean(1)) and est.value == pytest.approx(a.mean())
+    naive = [sum(counts[r, s] * reps[s, r] for s in range(4)) / 4 for r in range(50)]
+    assert est.replicates == pytest.approx(naive)
+    assert counts.sum(1) == pytest.approx([4.0] * 50)  # each resample draws four rows
+    one = paired_bootstrap({f"a\x00{s}": a[s] for s in range(4)}, seed=3, n_resamples=50)
+    assert reps[2] == pytest.approx(one["a\x002"].replicates)
+    # the spread covers the seeds: rows that differ widen the interval beyond an image bootstrap of the mean
+    shifted = a + np.array([[0.0], [0.2], [-0.2], [0.1]])
+    wide = nested_bootstrap({"a": shifted}, seed=3, n_resamples=400)["a"].interval()
+    narrow = paired_bootstrap({"a": shifted.mean(0)}, seed=3, n_resamples=400)["a"].interval()
+    assert wide[1] - wide[0] > 2 * (narrow[1] - narrow[0])
+
+
+def test_nested_bootstrap_rejects_bad_input():
+    with pytest.raises(InvalidInputError, match=r"\(S, N\) array"):
+        nested_bootstrap({"a": np.ones(10)}, seed=0)
+    with pytest.raises(InvalidInputError, match="at least two"):
+        nested_bootstrap({"a": np.ones((1, 10))}, seed=0)
+    with pytest.raises(InvalidInputError, match="same test images"):
+        nested_bootstrap({"a": np.ones((2, 10)), "b": np.ones((2, 11))}, seed=0)
+    with pytest.raises(InvalidInputError, match="'seeds' or 'models'"):
+        nested_bootstrap({"a": np.ones((2, 10))}, seed=0, unit="images")
+    with pytest.raises(InvalidInputError, match="as many rows"):
+        nested_bootstrap({"a": np.ones((2, 10)), "b": np.ones((3, 10))}, seed=0, paired_rows=True)
+    with pytest.raises(InvalidInputError, match="at least one quantity"):
+        nested_bootstrap({}, seed=0)
+
+
+def test_model_bootstrap_matches_scipy_per_group_and_rejects_bad_input():
+    values = np.array([0.9, 0.8, 0.85, 0.7, 0.72, 0.71, 0.69])
+    groups = ["cnn"] * 3 + ["vit"] * 4
+    est = model_bootstrap(values, groups, seed=0, n_resamples=2000)
+    for g, idx in (("cnn", slice(0, 3)), ("vit", slice(3, 7))):
+        ref = stats.bootstrap((values[idx],), np.mean, n_resamples=2000, method="percentile", confidence_level=0.9,
+                              rng=np.random.default_rng(1))
+        lo, hi = est[g].interval()
+        assert lo == pytest.approx(ref.confidence_interval.low, abs=0.01)
+        assert hi == pytest.approx(ref.confidence_interval.high, abs=0.01)
+    with pytest.raises(InvalidInputError, match="one group per value"):
+        model_bootstrap(values, groups[:-1], seed=0)
+    with pytest.raises(InvalidInputError, match="fewer than two models"):
+        model_bootstrap([0.1, 0.2, 0.3], ["a", "a", "b"], seed=0)
+    with pytest.raises(InvalidInputError, match="finite"):
+        model_bootstrap([0.1, np.nan, 0.3, 0.4], ["a", "a", "b", "b"], seed=0)
+
+
+def test_p_values_match_scipy_and_the_bootstrap_share():
+    diffs = np.array([0.3, 0.1, 0.4, -0.1, 0.2])
+    ours = {"a": from_seeds(diffs), "b": from_seeds(np.zeros(5))}
+    out = report.evaluate(greater("a", "b"), ours)
+    assert out.p == pytest.approx(stats.ttest_1samp(diffs, 0.0, alternative="greater").pvalue)
+    out = report.evaluate(less("a", "b"), ours)
+    assert out.p == pytest.approx(stats.ttest_1samp(diffs, 0.0, alternative="less").pvalue)
+    reps = np.array([0.5, 0.2, -0.1, 0.3, 0.0, 0.4, 0.6, 0.1, 0.2])  # 2 of 9 at or below zero
+    boot = {"a": report.Estimate(0.25, reps, group="g"), "b": report.Estimate(0.0, np.zeros(9), group="g")}
+    assert report.evaluate(greater("a", "b"), boot).p == pytest.approx(3 / 10)
+
+
+def test_all_sign_patterns_when_few_and_random_ones_when_many():
+    from ensdiv.report.nulls import _patterns
+
+    rng = np.random.default_rng(0)
+    assert {tuple(p) for p in _patterns(3, 200, rng)} == set(itertools.product((False, True), repeat=3))
+    assert _patterns(10, 200, rng).shape == (1024, 10)  # exact up to ten seeds
+    assert _patterns(12, 200, rng).shape == (200, 12)
+
+
+def test_the_rule_is_stated_once_in_the_book_the_claims_page_and_the_package():
+    from ensdiv.paths import project_root
+
+    intro = (project_root() / "book" / "intro.md").read_text(encoding="utf-8")
+    assert report.RULE in intro
+    assert report.RULE in report.__doc__
+    assert report.RULE in report.claims_page("cpu", [])
+    for number in (f"{report.NULL_RATE:.0%}", f"{report.TRUTH_RATE:.0%}", f"{report.LEVEL:.0%}", "Holm"):
+        assert number in report.RULE
