@@ -125,6 +125,8 @@ def main() -> None:
     parser.add_argument("--hard", type=float, default=500.0, help="a running page is stopped at this many seconds")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gpu_pages.json"))
     parser.add_argument("--pages", nargs="*", help="pages to run (default: the book's, largest cold cost first)")
+    parser.add_argument("--skip-fixed", action="store_true",
+                        help="leave out the zoo step, the GPU-claim pages and the dry runs (only --pages)")
     args = parser.parse_args()
     if args.one:
         if args.dry:
@@ -144,13 +146,15 @@ def main() -> None:
                     "when": time.strftime("%Y-%m-%d %H:%M:%S")}
     cold = {r["notebook"]: r["seconds"] for r in json.loads((ROOT / "benchmarks" / "results" / "book.json")
                                                             .read_text())["scales"]["cpu"]["cold"]["notebooks"]}
-    record["zoo_step"] = _zoo_step(device)
     pages = []
-    for nb in GPU_CLAIM_PAGES:
+    fixed = () if args.skip_fixed else GPU_CLAIM_PAGES
+    if not args.skip_fixed:
+        record["zoo_step"] = _zoo_step(device)
+    for nb in fixed:
         pages.append({**_run(nb, args.scale, timeout=args.hard - (time.perf_counter() - t0), dry=False),
                       "two_core_s": cold.get(nb)})
         _save(args.out, record, pages)
-    for nb in DRY_PAGES:
+    for nb in () if args.skip_fixed else DRY_PAGES:
         pages.append({**_run(nb, "paper", timeout=args.hard - (time.perf_counter() - t0), dry=True),
                       "two_core_s": None})
         _save(args.out, record, pages)
