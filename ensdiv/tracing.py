@@ -349,10 +349,26 @@ def _outline(node: ast.AST) -> ast.AST:
     return type(node)(**{**{f: getattr(node, f, None) for f in node._fields}, "body": body})
 
 
-def _effects(tree: ast.Module) -> ast.Module:
-    """A module's statements that run for their effect at import: not its definitions, imports or assignments."""
-    keep = [s for s in tree.body if not isinstance(s, _DEFS + _ASSIGNS + _IMPORTS)]
+def _effects(tree: ast.Module, assigned: set[str]) -> ast.Module:
+    """A module's statements that run for their effect at import: not its definitions, imports or assignments,
+    nor the calls that mutate one of its bindings (those belong to the binding, :func:`_mutated`)."""
+    keep = [s for s in tree.body if not isinstance(s, _DEFS + _ASSIGNS + _IMPORTS) and _mutated(s, assigned) is None]
     return ast.Module(body=keep, type_ignores=[])
+
+
+def _mutated(stmt: ast.AST, assigned: set[str]) -> str | None:
+    """The module-level binding a top-level call mutates — ``register(PRESETS, ...)`` or ``PRESETS.update(...)`` —
+    or None. Such a call is part of that binding's value: a page that reads ``PRESETS`` depends on it, a page that
+    only imports the module does not (an edit to one chapter's presets re-runs the pages that read them)."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return None
+    call = stmt.value
+    owner = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if isinstance(owner, ast.Name) and owner.id in assigned:
+        return owner.id
+    if call.args and isinstance(call.args[0], ast.Name) and call.args[0].id in assigned:
+        return call.args[0].id
+    return None
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -390,6 +406,10 @@ class _Module:
                 self.defined[stmt.name] = stmt
             elif isinstance(stmt, _IMPORTS):
                 self._imports(stmt)
+        for stmt in tree.body:
+            name = _mutated(stmt, set(self.assigned))
+            if name is not None:
+                self.assigned[name].append(stmt)
 
     def _walk(self, node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
@@ -510,7 +530,7 @@ class _Hasher:
         if node is None:
             return "missing"
         if isinstance(node, ast.Module):
-            shown: ast.AST = _effects(node)
+            shown: ast.AST = _effects(node, set(mod.assigned))
         elif isinstance(node, ast.ClassDef):
             shown = _outline(node)
         else:

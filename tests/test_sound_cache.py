@@ -285,3 +285,32 @@ def test_a_page_reruns_when_a_constant_its_cells_read_changes(tmp_path, monkeypa
     assert status() == "cached"
     (pkg / "__init__.py").write_text("LIMIT = 5\nOTHER = 3\n")
     assert status() == "ok"
+
+
+def test_a_call_that_mutates_a_binding_belongs_to_the_binding_not_the_module(tmp_path, monkeypatch):
+    """``add_dry_blocks(PRESETS, ...)`` and ``PRESETS.update(...)`` at import change what ``PRESETS`` holds: a
+    function that reads ``PRESETS`` re-hashes when either changes, and the module unit (which every page importing
+    the module records) does not. On the previous main an edit to one chapter's dry block re-ran all 56 pages."""
+    pkg = tmp_path / "mpkg"
+    pkg.mkdir()
+    monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg))
+    (pkg / "__init__.py").write_text("")
+    main = pkg / "chapter.py"
+    src = ('PRESETS = {"fig1": {"epochs": 2}}\n\n\ndef add(presets, sizes):\n    presets.update(sizes)\n\n\n'
+           'def preset(name):\n    return PRESETS[name]\n\n\ndef other():\n    return 1\n\n\n'
+           'add(PRESETS, {"dry": 1})\nPRESETS.update({"fig2": {"epochs": 3}})\nprint("imported")\n')
+    main.write_text(src)
+    units = [(str(main), q) for q in ("preset", "other", "<module>")]
+
+    def now() -> dict[str, str]:
+        return {k.split("::")[1]: v for k, v in tracing.code_hashes(units).items()}
+
+    h0 = now()
+    main.write_text(src.replace('{"dry": 1}', '{"dry": 2}'))
+    h1 = now()
+    assert h1["preset"] != h0["preset"] and h1["<module>"] == h0["<module>"] and h1["other"] == h0["other"]
+    main.write_text(src.replace('"fig2": {"epochs": 3}', '"fig2": {"epochs": 4}'))
+    h2 = now()
+    assert h2["preset"] not in (h0["preset"], h1["preset"]) and h2["<module>"] == h0["<module>"]
+    main.write_text(src.replace('print("imported")', 'print("imported twice")'))
+    assert now()["<module>"] != h0["<module>"]  # a plain effect statement stays in the module unit
