@@ -85,7 +85,6 @@ PENDING_EVIDENCE: frozenset[str] = frozenset({
     "notebooks/design-diversity/fig04_baseline_corruptions.ipynb",
     "notebooks/design-diversity/fig05_06_ensemble_diversity.ipynb",
     "notebooks/design-diversity/fig07_trend_lines.ipynb",
-    "notebooks/design-diversity/fig08_supernet_ensembles.ipynb",
     "notebooks/design-diversity/fig09_saliency_vs_ig.ipynb",
     "notebooks/design-diversity/fig10_ncl_heuristics.ipynb",
     "notebooks/design-diversity/fig11_attribution_maps.ipynb",

@@ -19,7 +19,8 @@ from ensdiv.book import run as runner
 
 CLAIM = ('import ensdiv as ed\n'
          'ed.report.claim(paper="foundations", item="Fig. Z", claim="x is below y.", '
-         'checks=[ed.report.less("x", "y")], ours={"x": 1, "y": 2}, scale=scale)')
+         'checks=[ed.report.less("x", "y", null=ed.report.Null("x = y", [{"x": 2}]))], ours={"x": 1, "y": 2}, '
+         'unit="released artefact", scale=scale)')
 
 
 def _run(nbs: list[Path], root: Path, **kw) -> list[runner.NotebookResult]:

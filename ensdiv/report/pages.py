@@ -122,10 +122,20 @@ def _verdict_counts(rows: Sequence[dict[str, str]]) -> str:
     return ", ".join(f"{n} {v}" for v, n in counts.items() if n)
 
 
+def _short(text: str, limit: int = 90) -> str:
+    """The claim cut at a word boundary to ``limit`` characters (the page has it in full)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+
+
 def claims_page(scale: str, pages: Sequence[PageRun]) -> str:
-    """The "Claims at a glance" page (MyST markdown), one section per verdict: a row per claim record of the
-    pages that ran — badge and page, chapter, claim, strength with its key interval, key numbers — and a row
-    per page that failed (never left out) or has not run at ``scale``.
+    """The "Claims at a glance" page (MyST markdown): one section per chapter, one line per claim — badge and
+    item (a link to the page), the claim in short, its key number with the interval beside the paper's — and a
+    line per page that failed (never left out) or has not run at ``scale``; the counts by verdict on top; the
+    findings about the papers (checks their own numbers fail) and the rule below. The strength of each verdict
+    (checks counted, null pass rate, unit) is one click away, in the page's verdict box.
 
     Returns:
         The page's markdown.
@@ -136,23 +146,26 @@ def claims_page(scale: str, pages: Sequence[PageRun]) -> str:
     """
     _check_scale(scale)
     rows = _claim_rows(pages)
-    present = [v for v in _ORDER if any(r["verdict"] == v for r in rows)]
-    jump = " · ".join(f"{{ref}}`{sum(r['verdict'] == v for r in rows)} {v} <claims-{slug_anchor(v)}>`"
-                      for v in present)
+    counts = _verdict_counts(rows)
+    chapters = list(dict.fromkeys(r["paper"] for r in rows))
+    jump = " · ".join(f"{{ref}}`{c} <claims-{slug_anchor(c)}>`" for c in chapters)
     lines = [
         "# Claims at a glance",
         "",
         f"Every claim this book tests, with its verdict at the scale the book was built at (**{scale}**), by "
-        "the book's one rule (`ed.report`, below). *Strength* counts the checks that entered the verdict and "
-        "gives the first one's interval; the key numbers are this run's, with the paper's in brackets. "
-        f"{len(rows)} claims: {jump or 'none yet'}.",
+        "the book's one rule (below). Each line gives the key number of the claim with its 90 % interval, the "
+        "paper's in brackets; the page's verdict box says how many checks counted, how often the key check "
+        f"passed on its null data, and what the claim is about. {len(rows)} claims: {counts or 'none yet'}.",
+        "",
+        f"Chapters: {jump or 'none yet'}.",
     ]
-    for v in present:
-        mine = [r for r in rows if r["verdict"] == v]
-        lines += ["", f"(claims-{slug_anchor(v)})=", f"## {v.capitalize()} ({len(mine)})", "",
-                  *_table_lines(("page", "chapter", "claim", "strength · key numbers"),
-                                [(f"{_badge(r['verdict'])} {r['page']}", r["paper"], r["claim"],
-                                  " · ".join(x for x in (r["strength"], r["key"]) if x)) for r in mine])]
+    for c in chapters:
+        mine = [r for r in rows if r["paper"] == c]
+        lines += ["", f"(claims-{slug_anchor(c)})=", f"## {c} ({_verdict_counts(mine)})", "",
+                  *_table_lines(("page", "claim", "key number"),
+                                [(f"{_badge(r['verdict'])} {r['page']}", _short(r["claim"]),
+                                  r["key"].split("; ")[0] if r["verdict"] not in ("failed", "not run") else r["key"])
+                                 for r in mine])]
     findings = _findings(pages)
     if findings:
         lines += ["", "## Findings about the papers", "",

@@ -20,6 +20,7 @@ No Estimate randomises training seeds: the chapter trains one model per recipe.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -129,7 +130,7 @@ def pair_correlation(x: Any, y: Any, *, ordered: bool = False, n_resamples: int 
     for _ in range(n_resamples):
         ra, rb = pairs_of(rng.integers(0, m, m))
         reps.append(_pearson(x[ra, rb], y[ra, rb]) if ra.size >= 4 else np.nan)
-    return ed.report.Estimate(value, np.array(reps), "evaluation samples", "bootstrap", new_group("models"))
+    return ed.report.Estimate(value, np.array(reps), "models", "bootstrap", new_group("models"))
 
 
 def model_bootstrap(n_models: int, statistics: Mapping[str, Callable[[np.ndarray], float]], *,
@@ -141,10 +142,11 @@ def model_bootstrap(n_models: int, statistics: Mapping[str, Callable[[np.ndarray
     interval is conservative. Every statistic shares the resamples (paired).
     """
     idx = np.arange(n_models)
-    return ed.report.paired_bootstrap(
+    found = ed.report.paired_bootstrap(
         {name: (idx,) for name in statistics},
         statistic={name: (lambda i, fn=fn: fn(np.unique(i))) for name, fn in statistics.items()},
         n_resamples=n_resamples, seed=seed)
+    return {name: dataclasses.replace(e, source="models") for name, e in found.items()}  # the models resampled
 
 
 def correlation_or_nan(x: Any, y: Any, *, method: str = "pearson", n_resamples: int = 1000,
