@@ -285,3 +285,21 @@ def test_item6_stale_temporary_files_of_dead_writers_are_collected(env, capsys):
     assert not dead.exists() and recent.exists() and held.exists()
     assert cli.main(["cache", "gc", "--min-age", "0"]) == 0  # $ENSDIV_CACHE is env/cache: recent and held go
     assert "2 temporary file(s) of killed writers removed" in capsys.readouterr().out
+
+
+@pytest.mark.kernel
+def test_a_build_says_before_it_starts_what_is_cached_and_how_long_the_rest_will_take(env, capsys):
+    """The plan line counts cached pages and sums the estimates (each page's last run at this scale); each page
+    that runs shows its time against its estimate."""
+    a = _notebook(env / "a.ipynb", CLAIM)
+    b = _notebook(env / "b.ipynb", CLAIM)
+    runner.run_notebooks([a, b], scale="cpu", out_root=env / "out", root=env)
+    first = capsys.readouterr().out
+    assert "2 pages: 0 cached, 2 to run, estimated 0 s (2 without a recorded time)" in first
+    seconds = stamps.meta_of(env / "out" / "a.ipynb")["seconds"]
+    assert seconds > 0
+    _notebook(env / "a.ipynb", CLAIM + "\nprint('changed')")
+    runner.run_notebooks([a, b], scale="cpu", out_root=env / "out", root=env)
+    second = capsys.readouterr().out
+    assert f"2 pages: 1 cached, 1 to run, estimated {seconds:.0f} s from the recorded per-page times." in second
+    assert "a.ipynb in " in second and f"(estimate {seconds:.0f} s)" in second

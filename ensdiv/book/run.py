@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -37,6 +38,7 @@ from ensdiv.book.stamps import (
     data_signature,
     environment_stamp,
     finish,
+    meta_of,
     rerun_reason,
     sha,
     tree_hash,
@@ -284,6 +286,7 @@ def run_notebooks(
     results = []
     root = Path(root or project_root()).resolve()
     cache_checked = False
+    estimates = _plan(notebooks, root, out_root, scale, params, base, force) if progress else {}
     for nb in notebooks:
         rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
         out = out_root / rel
@@ -302,14 +305,62 @@ def run_notebooks(
                 default_store().check_writable()  # one sentence before the first run, not after it
                 cache_checked = True
             out.with_suffix(".stamp.json").unlink(missing_ok=True)  # the separate stamp of older versions
+            est = estimates.get(nb)
             if progress:
-                print(f"  [run]    {rel} (scale={scale}): {why} ...", flush=True)
+                guess = f" (estimate {_minutes(est)})" if est else ""
+                print(f"  [run]    {rel} (scale={scale}): {why}{guess} ...", flush=True)
             res = _execute(pm, nb, out, rel.as_posix(), all_params, stamp, kernel=kernel, scale=scale, trace=trace)
         if progress:
             tag = "ok" if res.status == "ok" else "FAILED"
-            print(f"  [{tag:<6}] {rel} in {res.seconds:.1f} s" + (f": {res.error}" if res.error else ""), flush=True)
+            against = f" (estimate {_minutes(est)})" if est else ""
+            print(f"  [{tag:<6}] {rel} in {res.seconds:.1f} s{against}" + (f": {res.error}" if res.error else ""),
+                  flush=True)
         results.append(res)
     return results
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+@functools.lru_cache(maxsize=4)
+def recorded_seconds(scale: str) -> dict[str, float]:
+    """Each page's cold time at ``scale`` as ``benchmarks/results/book.json`` records it (``{}``: none)."""
+    try:
+        book = json.loads((project_root() / "benchmarks" / "results" / "book.json").read_text())
+        rows = book["scales"][scale]["cold"]["notebooks"]
+        return {r["notebook"]: float(r["seconds"]) for r in rows if r.get("seconds")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _plan(notebooks: list[Path], root: Path, out_root: Path, scale: str, params: dict[str, Any],
+          base: dict[str, Any], force: bool) -> dict[Path, float]:
+    """Print, before anything runs, how many pages are cached and an estimate of the time the rest will take
+    (each page's last run at this scale, else its recorded cold time), and return the per-page estimates."""
+    estimates: dict[Path, float] = {}
+    cached = unknown = 0
+    for nb in notebooks:
+        rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
+        out = out_root / rel
+        if not force and rerun_reason(out, page_stamp(nb, {"scale": scale, **params}, base)) is None:
+            cached += 1
+            continue
+        last = meta_of(out).get("seconds") if out.exists() else None
+        est = last or recorded_seconds(scale).get(rel.as_posix())
+        if est:
+            estimates[nb] = float(est)
+        else:
+            unknown += 1
+    if len(notebooks) > 1:
+        left = len(notebooks) - cached
+        text = f"{len(notebooks)} pages: {cached} cached, {left} to run"
+        if left:
+            text += f", estimated {_minutes(sum(estimates.values()))}"
+            text += f" ({unknown} without a recorded time)" if unknown else ""
+            text += " from the recorded per-page times"
+        print(text + ".", flush=True)
+    return estimates
+
 
 def _base_stamp() -> dict[str, Any]:
     """The parts of every page's stamp that do not depend on the page."""
@@ -377,7 +428,7 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
                     record["notebook"] = rel  # the page it belongs to, whatever the kernel's environment said
                 code = page_units(tracing.read_log(trace_log), source) if trace else None
                 finish(tmp, out, "ok", stamp, claims=records, read=reads.read_log(log), source=nb,
-                        code=code, cache=reads.read_log(store_log))
+                        code=code, cache=reads.read_log(store_log), seconds=time.perf_counter() - t0)
                 return NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=params)
             except Exception as exc:  # noqa: BLE001 - report every failure by name and go on
                 error = str(exc) if isinstance(exc, EnsdivError) else _error_of(exc)

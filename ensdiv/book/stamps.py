@@ -192,7 +192,8 @@ def unfinished(nb: dict) -> str | None:
 
 def finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", claims: list | None = None,
             read: list[str] | None = None, source: Path | None = None,
-            code: list[tuple[str, str]] | None = None, cache: list[str] | None = None) -> None:
+            code: list[tuple[str, str]] | None = None, cache: list[str] | None = None,
+            seconds: float | None = None) -> None:
     """Write the run's status, error, stamp, data reads and claim records into the executed copy, then move
     it into place atomically: the notebook, its stamp and its records are one file."""
     nb = json.loads(tmp.read_text())
@@ -205,6 +206,7 @@ def finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", c
         "code": (_code_record(code) if ok and code is not None else None),
         "versions": versions() if ok else None,  # only to name a package that moved (rerun_reason)
         "cache": list(cache or []) if ok else [],  # the store entries the run loaded or saved (ensdiv cache export)
+        "seconds": round(seconds, 1) if ok and seconds is not None else None,  # the next build's estimate
     }
     tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     tmp.replace(out)
