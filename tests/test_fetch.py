@@ -78,3 +78,41 @@ def test_the_fetch_command(monkeypatch, capsys):
     assert cli.main(["fetch", "data", "imagenet-r"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ensdiv: imagenet-r cannot be downloaded") and err.count("\n") == 1
+
+
+def test_item8_fetch_without_network_is_one_sentence(tmp_path, monkeypatch, capsys):
+    """No network: the hub's offline error, a requests connection error and urllib's URLError each give one
+    sentence and exit status 2; a local error (a full disk, a permission) keeps its own message."""
+    import urllib.error
+
+    import huggingface_hub
+    import requests
+    import torchvision.datasets as tvd
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    monkeypatch.setattr(fetch, "_cached", lambda repo, filename: False)
+    monkeypatch.setattr(fetch, "_size", lambda repo, filename: None)
+    for error in (LocalEntryNotFoundError("offline"), requests.ConnectionError("no route to host")):
+        def offline(repo, filename, error=error):
+            raise error
+
+        monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
+        with pytest.raises(EnsdivError, match=r"^Cannot reach the Hugging Face hub \(timm/.*fetch needs internet"):
+            fetch.fetch_weights("sed", echo=lambda s: None)
+    assert cli.main(["fetch", "weights", "sed"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+    def unreachable(root, download=False, **kw):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(tvd, "CIFAR10", unreachable)
+    monkeypatch.setenv("ENSDIV_DATA", str(tmp_path))
+    with pytest.raises(EnsdivError, match="^Cannot reach the cifar10 download server .*name resolution"):
+        fetch.fetch_data("cifar10", echo=lambda s: None)
+
+    def full(root, download=False, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tvd, "CIFAR10", full)
+    with pytest.raises(OSError, match="No space left"):
+        fetch.fetch_data("cifar10", echo=lambda s: None)

@@ -303,3 +303,39 @@ def test_a_build_says_before_it_starts_what_is_cached_and_how_long_the_rest_will
     second = capsys.readouterr().out
     assert f"2 pages: 1 cached, 1 to run, estimated {seconds:.0f} s from the recorded per-page times." in second
     assert "a.ipynb in " in second and f"(estimate {seconds:.0f} s)" in second
+
+
+def test_item8_a_build_folder_that_is_a_file_or_read_only_is_one_sentence(env, capsys, monkeypatch):
+    """``ENSDIV_BUILD`` naming a file, a folder below a file, or a read-only folder: ``ensdiv run`` and
+    ``ensdiv book --html-only`` say so in one sentence (exit 2) before anything runs, as ``ENSDIV_CACHE`` does."""
+    nb = _notebook(env / "a.ipynb", CLAIM)
+    afile = env / "afile"
+    afile.write_text("not a folder")
+    for build in (afile, afile / "below"):
+        monkeypatch.setenv("ENSDIV_BUILD", str(build))
+        for args in (["run", str(nb)], ["book", "--html-only"]):
+            code, err = _cli(args, capsys)
+            assert code == 2 and "(a file is in the way of the folder); set ENSDIV_BUILD" in err and "\n" not in err
+    monkeypatch.setenv("ENSDIV_BUILD", str(env / "ro"))
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(runner.tempfile, "mkstemp", read_only)
+    code, err = _cli(["run", str(nb)], capsys)
+    assert code == 2 and err.endswith("is not writable (Read-only file system); set ENSDIV_BUILD to a folder you "
+                                      "can write to.")
+
+
+@pytest.mark.kernel
+def test_item8_a_relative_data_root_is_resolved_against_the_callers_folder(env, monkeypatch):
+    """``-p data_root book/data/sat`` from the project root names the project's folder, not one below the
+    notebook's own folder (where the kernel runs); the folder is then a read root of the page."""
+    (env / "rel" / "data").mkdir(parents=True)
+    nb = _notebook(env / "pages" / "a.ipynb", "import os\nassert os.path.isdir(data_root), data_root", CLAIM,
+                   params='scale = "cpu"\ndata_root = None')
+    monkeypatch.chdir(env)
+    (res,) = runner.run_notebooks([nb], scale="cpu", params={"data_root": "rel/data"}, out_root=env / "out",
+                                  progress=False, root=env)
+    assert res.status == "ok", res.error
+    assert res.params["data_root"] == str(env / "rel" / "data")

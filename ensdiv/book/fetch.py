@@ -16,7 +16,9 @@ loaders read; for an ImageNet-family set it says where to get it and where to pu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+import importlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,10 +139,39 @@ def fetch_weights(target: str, *, download: bool = True, echo: Callable[[str], N
     done = []
     if download:
         for n in missing:
-            hf_hub_download(*files[n])
+            with _network(f"the Hugging Face hub ({'/'.join(files[n])})"):
+                hf_hub_download(*files[n])
             done.append(n)
             echo(f"  fetched {n}")
     return {"needed": needed, "cached": cached, "missing": missing, "bytes": total, "downloaded": done}
+
+
+@contextlib.contextmanager
+def _network(where: str) -> Iterator[None]:
+    """One sentence instead of a traceback when a download cannot reach its server."""
+    try:
+        yield
+    except Exception as err:
+        if not _unreachable(err):
+            raise
+        reason = getattr(err, "reason", None) or err
+        raise EnsdivError(f"Cannot reach {where} ({reason}); ensdiv fetch needs internet, or put the files "
+                          "where the loaders look for them (ensdiv fetch data lists the places).") from None
+
+
+def _unreachable(err: BaseException) -> bool:
+    """Whether ``err`` says the network or the server could not be reached (urllib, requests, httpx, the hub's
+    offline error), as opposed to a local problem (a full disk, a permission) that keeps its own message."""
+    import urllib.error
+
+    kinds: list[type] = [urllib.error.URLError, ConnectionError, TimeoutError]
+    for module, name in (("requests", "ConnectionError"), ("requests", "Timeout"), ("httpx", "TransportError"),
+                         ("huggingface_hub.errors", "LocalEntryNotFoundError")):
+        try:
+            kinds.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return isinstance(err, tuple(kinds))
 
 
 #: Sets ``ensdiv fetch data`` can download, -> (torchvision class name, the folder below $ENSDIV_DATA, splits).
@@ -179,6 +210,7 @@ def fetch_data(name: str, *, root: Path | None = None, echo: Callable[[str], Non
     folder.mkdir(parents=True, exist_ok=True)
     for split in splits:
         kwargs = {"split": split} if cls == "SVHN" else {"train": split == "train"}
-        getattr(tvd, cls)(str(folder), download=True, **kwargs)
+        with _network(f"the {name} download server"):
+            getattr(tvd, cls)(str(folder), download=True, **kwargs)
         echo(f"{name}/{split} in {folder}")
     return folder

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -269,6 +270,7 @@ def run_notebooks(
         raise EnsdivError(f"Set the scale with the scale argument (ensdiv run --scale {params['scale']}), "
                           "not as a parameter.")
     render({"scale": scale, **params})  # every name an identifier, every value plain data, before any run
+    params = {k: _absolute(k, v) for k, v in params.items()}
     notebooks = [resolve_notebook(p) for p in paths]
     for nb in notebooks:
         declared = notebook_parameters(nb)
@@ -281,7 +283,7 @@ def run_notebooks(
                 f"it declares: {', '.join(sorted(declared))}."
             )
         check_parameters(nb, scale, params)
-    out_root = Path(out_root or build_dir() / "executed" / scale)
+    out_root = usable_build_folder(Path(out_root or build_dir() / "executed" / scale))
     base = _base_stamp()
     results = []
     root = Path(root or project_root()).resolve()
@@ -317,6 +319,38 @@ def run_notebooks(
                   flush=True)
         results.append(res)
     return results
+
+#: Parameter names that hold a path: a relative value is resolved against the caller's working folder (a kernel
+#: runs in the notebook's own folder, where ``-p data_root book/data/sat`` would name another place).
+PATH_PARAMETERS = ("_root", "_path", "_folder", "_dir")
+
+
+def _absolute(name: str, value: Any) -> Any:
+    if isinstance(value, str) and value and name.endswith(PATH_PARAMETERS) and not os.path.isabs(value):
+        return os.path.abspath(value)
+    return value
+
+
+def usable_build_folder(folder: Path) -> Path:
+    """Create ``folder`` (the build folder, or the part of it a run writes) and prove it writable before
+    anything runs.
+
+    Raises:
+        EnsdivError: a file is in the way, the folder is read-only or cannot be created (one sentence naming
+            ``ENSDIV_BUILD``), as an unusable ``ENSDIV_CACHE`` gets.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        why = "a file is in the way of the folder" if isinstance(exc, NotADirectoryError | FileExistsError) else (
+            exc.strerror or type(exc).__name__)
+        raise EnsdivError(f"The build folder {folder} is not writable ({why}); set ENSDIV_BUILD to a folder you "
+                          "can write to.") from None
+    return folder
+
 
 def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"

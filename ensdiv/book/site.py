@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from ensdiv.book.processes import run_group
-from ensdiv.book.run import NotebookResult, page_stamp, run_notebooks, toc_notebooks
+from ensdiv.book.run import NotebookResult, page_stamp, run_notebooks, toc_notebooks, usable_build_folder
 from ensdiv.book.stamps import meta_of, page_run, rerun_reason
 from ensdiv.bundles import imported_entries
 from ensdiv.config import check_scale
@@ -333,7 +333,7 @@ def build_book(
         root: the book's folder (``_config.yml``, ``_toc.yml``, ``book/``, notebooks); default the project.
     """
     check_scale(scale)
-    with _build_lock(build_dir()):
+    with _build_lock(usable_build_folder(build_dir())):
         return _build_book(scale=scale, force=force, html_only=html_only, root=root)
 
 def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None) -> tuple[list[NotebookResult], Path]:
