@@ -339,3 +339,21 @@ def test_item8_a_relative_data_root_is_resolved_against_the_callers_folder(env, 
                                   progress=False, root=env)
     assert res.status == "ok", res.error
     assert res.params["data_root"] == str(env / "rel" / "data")
+
+
+def test_item1_and_5_every_page_has_a_row_and_a_p_run_is_marked_on_the_claims_page():
+    """A page of measurements (no claim) gets a row without a badge; a page last run with ``-p`` says so in its
+    rows, as its verdict box does."""
+    from ensdiv.report import PageRun, claims_page
+
+    record = {"paper": "foundations", "item": "Fig. Z", "claim": "x is below y.", "verdict": "holds", "checks": [],
+              "values": [{"quantity": "x", "ours": 1.0, "paper": None, "interval": [0.5, 1.5]}]}
+    page = claims_page("cpu", [PageRun("notebooks/foundations/benchmarks.ipynb", "ok"),
+                               PageRun("notebooks/foundations/z.ipynb", "ok", records=[record],
+                                       note="run with `-p epochs 20`")])
+    rows = [line for line in page.splitlines() if line.startswith("| ") and not line.startswith("| page |")]
+    quiet = next(r for r in rows if "benchmarks" in r)
+    assert "<em>no claim</em>" in quiet and "ensdiv-badge" not in quiet and "tests no claim" in quiet
+    marked = next(r for r in rows if "Fig. Z" in r)
+    assert "ensdiv-badge holds" in marked and "(run with `-p epochs 20`)" in marked
+    assert "1 claims: 1 holds, 1 no claim." in page

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -267,14 +268,19 @@ def _jupyter_book() -> list[str]:
     jb = Path(sys.executable).parent / "jupyter-book"
     return [str(jb if jb.exists() else Path(shutil.which("jupyter-book") or "jupyter-book"))]
 
+def _explored(stamp: object) -> str:
+    """The ``-p`` parameters a page was last run with ("" for a page run as the book runs it)."""
+    params = stamp.get("params") if isinstance(stamp, dict) else None
+    extra = {k: v for k, v in (params or {}).items() if k != "scale"} if isinstance(params, dict) else {}
+    return ", ".join(f"`-p {k} {v!r}`" for k, v in sorted(extra.items()))
+
+
 def _exploration(stamp: object) -> str:
     """The verdict box's line for a page last run with ``-p`` parameters (an exploration, not the book's preset);
     "" for a page run as the book runs it."""
-    params = stamp.get("params") if isinstance(stamp, dict) else None
-    extra = {k: v for k, v in (params or {}).items() if k != "scale"} if isinstance(params, dict) else {}
-    if not extra:
+    shown = _explored(stamp)
+    if not shown:
         return ""
-    shown = ", ".join(f"`-p {k} {v!r}`" for k, v in sorted(extra.items()))
     return (f"**Exploration.** This page was last run with {shown}, not with the book's preset; "
             "`ensdiv book` runs it again as the book does.")
 
@@ -361,6 +367,8 @@ def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None) 
         src = executed / rel
         try:
             meta = meta_of(src) if src.exists() else {}
+            if _explored(meta.get("stamp")):  # the claims page marks its rows too
+                pages[i] = dataclasses.replace(page, note=f"run with {_explored(meta.get('stamp'))}")
             note = "\n\n".join(x for x in (_exploration(meta.get("stamp")), _provenance(meta.get("cache"), imported))
                                  if x)
             files[rel] = _present(src, page, presented / rel, provenance=note) if src.exists() else nb

@@ -32,12 +32,14 @@ class PageRun:
         status: ``"ok"``, ``"failed"`` or ``"not run"``.
         error: The failure, for a failed page.
         records: The claim records of its last finished run (``[]`` unless ``status == "ok"``).
+        note: What the claims page says beside its rows ("run with -p epochs 20": not the book's preset).
     """
 
     notebook: str
     status: str
     error: str = ""
     records: Sequence[dict[str, Any]] = field(default_factory=tuple)
+    note: str = ""
 
 
 def _page_link(nb: str, label: str) -> str:
@@ -78,7 +80,10 @@ def _findings(pages: Sequence[PageRun]) -> list[str]:
 
 
 def _badge(verdict: str) -> str:
-    """A coloured verdict badge (inline HTML; ``book/_static/ensdiv.css`` colours it)."""
+    """A coloured verdict badge (inline HTML; ``book/_static/ensdiv.css`` colours it); a page that tests no
+    claim gets words, not a badge (every badge on the claims page is a claim record)."""
+    if verdict == "no claim":
+        return "<em>no claim</em>"
     return f'<span class="ensdiv-badge {verdict.replace(" ", "-")}">{html.escape(verdict)}</span>'
 
 
@@ -89,9 +94,14 @@ def _claim_rows(pages: Sequence[PageRun]) -> list[dict[str, str]]:
     for page in pages:
         if page.status != "ok":
             continue
+        note = f" ({page.note})" if page.note else ""
         for r in sorted(page.records, key=lambda r: (r["paper"], r["item"], r.get("claim_id") or "")):
             rows.append({"paper": r["paper"], "page": _page_link(page.notebook, r["item"]), "claim": r["claim"],
-                         "verdict": r["verdict"], "strength": _strength(r), "key": _key_numbers(r, 3)})
+                         "verdict": r["verdict"], "strength": _strength(r), "key": _key_numbers(r, 3) + note})
+        if not page.records:  # a page of measurements or a worked example: listed, with no verdict to show
+            rows.append({"paper": Path(page.notebook).parent.name, "verdict": "no claim", "strength": "",
+                         "page": _page_link(page.notebook, Path(page.notebook).stem), "key": note.strip(" ()"),
+                         "claim": "reports measurements or a worked example; tests no claim"})
     rows.sort(key=lambda row: (row["paper"], row["page"]))
     for page in sorted(pages, key=lambda p: p.notebook):
         if page.status == "ok":
@@ -114,7 +124,7 @@ def _table_lines(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
                     for row in rows]
 
 
-_ORDER = (*VERDICTS, "failed", "not run")
+_ORDER = (*VERDICTS, "failed", "not run", "no claim")
 
 
 def _verdict_counts(rows: Sequence[dict[str, str]]) -> str:
@@ -155,7 +165,8 @@ def claims_page(scale: str, pages: Sequence[PageRun]) -> str:
         f"Every claim this book tests, with its verdict at the scale the book was built at (**{scale}**), by "
         "the book's one rule (below). Each line gives the key number of the claim with its 90 % interval, the "
         "paper's in brackets; the page's verdict box says how many checks counted, how often the key check "
-        f"passed on its null data, and what the claim is about. {len(rows)} claims: {counts or 'none yet'}.",
+        f"passed on its null data, and what the claim is about. "
+        f"{sum(r['verdict'] != 'no claim' for r in rows)} claims: {counts or 'none yet'}.",
         "",
         f"Chapters: {jump or 'none yet'}.",
     ]
