@@ -110,6 +110,21 @@ def reader_view_problems(driver, *, verdict_box: bool) -> list[str]:
     return problems
 
 
+def formula_before_claims(driver) -> list[str]:
+    """A page that teaches before it tests: a formula rendered by MathJax above its "Paper vs this run" heading."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        WebDriverWait(driver, 20).until(lambda d: d.find_elements("css selector", "main mjx-container"))
+    except Exception:  # noqa: BLE001 - a timeout is the finding
+        return ["no formula rendered (no MathJax output on the page)"]
+    first = driver.find_elements("css selector", "main mjx-container")[0].location["y"]
+    heads = [h for h in driver.find_elements("css selector", "main h2") if "Paper vs this run" in h.text]
+    if heads and first >= heads[0].location["y"]:
+        return ["the first formula is below 'Paper vs this run': the page tests before it teaches"]
+    return []
+
+
 def console_errors(driver) -> list[dict]:
     """The page's severe console messages that are the book's."""
     return [e for e in driver.get_log("browser") if e["level"] == "SEVERE" and not known_console_error(e["message"])]
