@@ -54,13 +54,6 @@ NOT_YET_TEACHING: frozenset[str] = frozenset({
     "notebooks/packed-ensembles/fig06_07_alpha_gamma.ipynb",
     "notebooks/packed-ensembles/tab01_efficient_ensembles.ipynb",
     "notebooks/packed-ensembles/tab02_imagenet_ood_shift.ipynb",
-    "notebooks/sed/cost_step_time.ipynb",
-    "notebooks/sed/fig02_divergent_samples.ipynb",
-    "notebooks/sed/fig03_lambda_sweep.ipynb",
-    "notebooks/sed/fig04_ensemble_size.ipynb",
-    "notebooks/sed/tab01_unique.ipynb",
-    "notebooks/sed/tab02_generalisation.ipynb",
-    "notebooks/sed/tab03_detection.ipynb",
     "notebooks/synthesis/one_ensemble_every_measure.ipynb",
 })
 
