@@ -48,12 +48,6 @@ NOT_YET_TEACHING: frozenset[str] = frozenset({
     "notebooks/foundations/benchmarks.ipynb",
     "notebooks/packed-ensembles/appE_ood_criteria.ipynb",
     "notebooks/packed-ensembles/appF_sources_of_diversity.ipynb",
-    "notebooks/packed-ensembles/appH_training_speed.ipynb",
-    "notebooks/packed-ensembles/fig01_accuracy_vs_speed.ipynb",
-    "notebooks/packed-ensembles/fig03_equivalent_forms.ipynb",
-    "notebooks/packed-ensembles/fig06_07_alpha_gamma.ipynb",
-    "notebooks/packed-ensembles/tab01_efficient_ensembles.ipynb",
-    "notebooks/packed-ensembles/tab02_imagenet_ood_shift.ipynb",
     "notebooks/synthesis/one_ensemble_every_measure.ipynb",
 })
 
