@@ -16,7 +16,7 @@ from pathlib import Path
 
 import book_view
 import pytest
-from test_notebooks import NOT_YET_TEACHING
+from test_notebooks import teaches
 
 from ensdiv.book import site, stamps, toc_notebooks
 from ensdiv.paths import project_root
@@ -56,7 +56,7 @@ def test_every_page_of_the_smoke_book_reads_well(smoke_book):
             for nb, page in pages.items():
                 book_view.open_page(driver, f"{base}/{Path(nb).with_suffix('.html').as_posix()}")
                 found = book_view.reader_view_problems(driver, verdict_box=bool(page.records))
-                if nb not in NOT_YET_TEACHING and site.mathjax_source() is not None:  # offline: the local copy
+                if teaches(nb) and site.mathjax_source() is not None:  # offline: the local copy
                     found += book_view.formula_before_claims(driver)
                 found += [e["message"][:200] for e in book_view.console_errors(driver)]
                 if found:
