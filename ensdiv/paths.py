@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 __all__ = ["project_root", "build_dir", "results_dir"]
@@ -26,3 +27,22 @@ def results_dir(slug: str) -> Path:
     path = build_dir() / "results" / slug
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def prove_writable(folder: Path) -> Path:
+    """Create ``folder`` if needed and write and remove a probe file in it; the ``OSError`` of a file in the way,
+    a read-only or full file system propagates (the cache and the build folder each say it in one sentence,
+    :func:`unwritable_reason`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-", suffix=".tmp")
+    os.close(fd)
+    os.unlink(probe)
+    return folder
+
+
+def unwritable_reason(exc: OSError) -> str:
+    """Why :func:`prove_writable` failed, in a few words ("a file is in the way of the folder", "Read-only file
+    system")."""
+    if isinstance(exc, NotADirectoryError | FileExistsError):
+        return "a file is in the way of the folder"
+    return exc.strerror or type(exc).__name__

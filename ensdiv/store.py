@@ -51,7 +51,7 @@ import torch
 
 from ensdiv import environment, tracing
 from ensdiv.errors import CacheError
-from ensdiv.paths import project_root
+from ensdiv.paths import project_root, prove_writable, unwritable_reason
 from ensdiv.progress import line
 
 __all__ = ["Store", "default_store", "config_key", "cached", "CorruptEntryWarning", "StaleEntryWarning"]
@@ -74,12 +74,8 @@ def _umask() -> int:
 
 
 def _unusable(root: Path, exc: OSError) -> CacheError:
-    why = exc.strerror or type(exc).__name__
-    if isinstance(exc, NotADirectoryError | FileExistsError):
-        why = "a file is in the way of the folder"
-    return CacheError(
-        f"The cache folder {root} is not writable ({why}); set ENSDIV_CACHE to a folder you can write to."
-    )
+    return CacheError(f"The cache folder {root} is not writable ({unwritable_reason(exc)}); set ENSDIV_CACHE to a "
+                      "folder you can write to.")
 
 
 _CHECKED: set[Path] = set()  # folders check_writable proved usable in this process
@@ -190,10 +186,7 @@ class Store:
         if root in _CHECKED:
             return root
         try:
-            root.mkdir(parents=True, exist_ok=True)
-            fd, probe = tempfile.mkstemp(dir=root, prefix=".write-check-", suffix=".tmp")
-            os.close(fd)
-            os.unlink(probe)
+            prove_writable(root)
         except OSError as exc:
             raise _unusable(root, exc) from None
         _CHECKED.add(root)

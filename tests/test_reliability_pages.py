@@ -13,6 +13,7 @@ import nbformat
 import pytest
 from test_reliability_book import _notebook
 
+import ensdiv.paths
 from ensdiv import reads, tracing
 from ensdiv.book import cli, site, stamps
 from ensdiv.book import run as runner
@@ -321,7 +322,7 @@ def test_item8_a_build_folder_that_is_a_file_or_read_only_is_one_sentence(env, c
     def read_only(*args, **kwargs):
         raise OSError(30, "Read-only file system")
 
-    monkeypatch.setattr(runner.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(ensdiv.paths.tempfile, "mkstemp", read_only)
     code, err = _cli(["run", str(nb)], capsys)
     assert code == 2 and err.endswith("is not writable (Read-only file system); set ENSDIV_BUILD to a folder you "
                                       "can write to.")

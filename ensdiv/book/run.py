@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -48,7 +47,7 @@ from ensdiv.book.stamps import (
 from ensdiv.chapters import zoo
 from ensdiv.config import check_scale
 from ensdiv.errors import EnsdivError, unknown_name
-from ensdiv.paths import build_dir, project_root
+from ensdiv.paths import build_dir, project_root, prove_writable, unwritable_reason
 from ensdiv.report import STAGING_ENV, read_records
 from ensdiv.store import ACCESS_LOG_ENV, default_store
 
@@ -340,16 +339,10 @@ def usable_build_folder(folder: Path) -> Path:
             ``ENSDIV_BUILD``), as an unusable ``ENSDIV_CACHE`` gets.
     """
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-", suffix=".tmp")
-        os.close(fd)
-        os.unlink(probe)
+        return prove_writable(folder)
     except OSError as exc:
-        why = "a file is in the way of the folder" if isinstance(exc, NotADirectoryError | FileExistsError) else (
-            exc.strerror or type(exc).__name__)
-        raise EnsdivError(f"The build folder {folder} is not writable ({why}); set ENSDIV_BUILD to a folder you "
-                          "can write to.") from None
-    return folder
+        raise EnsdivError(f"The build folder {folder} is not writable ({unwritable_reason(exc)}); set ENSDIV_BUILD "
+                          "to a folder you can write to.") from None
 
 
 def _minutes(seconds: float) -> str:
