@@ -31,8 +31,9 @@ def results_dir(slug: str) -> Path:
 
 def prove_writable(folder: Path) -> Path:
     """Create ``folder`` if needed and write and remove a probe file in it; the ``OSError`` of a file in the way,
-    a read-only or full file system propagates (the cache and the build folder each say it in one sentence,
-    :func:`unwritable_reason`)."""
+    a read-only or full file system propagates (the build folder says it in one sentence, :func:`unwritable_reason`).
+    ``Store.check_writable`` keeps its own copy of these lines: every page's dry run executed it, so changing it
+    would make all of their ledger entries stale."""
     folder.mkdir(parents=True, exist_ok=True)
     fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-", suffix=".tmp")
     os.close(fd)

@@ -51,7 +51,7 @@ import torch
 
 from ensdiv import environment, tracing
 from ensdiv.errors import CacheError
-from ensdiv.paths import project_root, prove_writable, unwritable_reason
+from ensdiv.paths import project_root, unwritable_reason
 from ensdiv.progress import line
 
 __all__ = ["Store", "default_store", "config_key", "cached", "CorruptEntryWarning", "StaleEntryWarning"]
@@ -186,7 +186,10 @@ class Store:
         if root in _CHECKED:
             return root
         try:
-            prove_writable(root)
+            root.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=root, prefix=".write-check-", suffix=".tmp")
+            os.close(fd)
+            os.unlink(probe)
         except OSError as exc:
             raise _unusable(root, exc) from None
         _CHECKED.add(root)
