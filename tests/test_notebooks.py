@@ -70,6 +70,8 @@ def test_source_has_no_outputs_and_follows_template(path):
 #: empties it: packed-ensembles and sed (their chapter issue), attack-similarity and training-methods (theirs),
 #: design-diversity, synthesis and foundations (theirs).
 PENDING_EVIDENCE: frozenset[str] = frozenset({
+    "notebooks/packed-ensembles/appE_ood_criteria.ipynb",
+    "notebooks/packed-ensembles/appF_sources_of_diversity.ipynb",
     "notebooks/packed-ensembles/appH_training_speed.ipynb",
     "notebooks/packed-ensembles/fig01_accuracy_vs_speed.ipynb",
     "notebooks/packed-ensembles/fig03_equivalent_forms.ipynb",
