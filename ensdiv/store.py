@@ -16,7 +16,14 @@ would not serve, and never raises on a file's content.
 
 Entry files get the permissions of any new file (``0o666`` less the umask, so a group-shared cache
 stays readable to the group), not ``mkstemp``'s private ``0o600``. :meth:`Store.check_writable` proves
-the folder usable (creatable and writable) before any work starts, in one sentence when it is not.
+the folder usable (creatable and writable) before any work starts, in one sentence when it is not; only a
+computation needs that, so a read-only shared cache serves every entry it holds.
+
+**One computation per entry.** :meth:`Store.computing` holds a lock per key (``fcntl.flock`` on a small
+``.<key>.lock`` file beside the entry) from a miss to the save: two processes that need the same missing entry
+(two ``ensdiv run`` in two terminals, two workers of a parallel build) do not both compute it. The second says
+in one line for whom it waits, and then serves what the first saved. A lock dies with its process, so a killed
+writer never leaves one held.
 
 Payloads must be what ``weights_only`` loading accepts: tensors, numbers, strings, and lists, tuples
 and dicts of those (state dicts included).
@@ -36,6 +43,7 @@ its configuration and the environment only. :meth:`Store.stale_reason` says why 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -43,7 +51,7 @@ import os
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +87,7 @@ def _unusable(root: Path, exc: OSError) -> CacheError:
 
 
 _CHECKED: set[Path] = set()  # folders check_writable proved usable in this process
+_HELD: set[Path] = set()  # entry locks this process holds (a nested computation of the same key does not wait)
 
 
 #: Set by ``ensdiv run``/``ensdiv book``: a file every entry a page's run loaded or saved is appended to (its
@@ -291,13 +300,64 @@ class Store:
             return "corrupt"
         return _code_changed(obj)
 
+    @contextlib.contextmanager
+    def computing(self, kind: str, config: Mapping[str, Any], *, reload: bool = True) -> Iterator[Any | None]:
+        """Hold the entry's lock while it is computed and saved (after a miss of :meth:`load`).
+
+        Proves the folder writable first (one sentence when it is not). When another process holds the lock,
+        says in one line for whom it waits and waits. Yields the payload another process saved meanwhile (the
+        caller then computes nothing), or ``None``: compute, :meth:`save`, and leave the block. With
+        ``reload=False`` (a forced recomputation) it yields ``None`` always. Under ``torchrun`` (``WORLD_SIZE``
+        above 1) the ranks compute together, and no lock is taken.
+        """
+        import fcntl  # POSIX only, like the rest of the book's process handling
+
+        key = config_key(config)
+        final = self.path(kind, key)
+        self.check_writable()  # before the work, not after it
+        lock = final.parent / f".{key}.lock"
+        if lock in _HELD or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            yield None
+            return
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(lock, "a+", encoding="utf-8")
+        except OSError as exc:
+            _CHECKED.discard(self.root)
+            raise _unusable(self.root, exc) from None
+        try:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "another process"
+                print(f"  [wait]   {kind} {key[:10]}: {holder} is computing this entry; waiting for it", flush=True)
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"process {os.getpid()} (since {time.strftime('%H:%M:%S')})")
+            fh.flush()
+            _HELD.add(lock)
+            done = self.load(kind, config, compute=False) if reload and final.exists() else None
+            if done is not None:
+                tracing.end(f"{kind}/{key}")  # nothing computed here: the miss's recorder closes empty
+            yield done
+        finally:
+            _HELD.discard(lock)
+            with contextlib.suppress(OSError):
+                fh.truncate(0)
+            fh.close()  # releases the lock
+
     def get_or_compute(self, kind: str, config: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
-        """Load the entry for ``config``, or call ``compute()``, save its result and return it."""
+        """Load the entry for ``config``, or (holding its lock, :meth:`computing`) call ``compute()``, save its
+        result and return it; a process that waited for another's computation returns what that one saved."""
         payload = self.load(kind, config)
         if payload is None:
-            self.check_writable()  # before the work, not after it
-            payload = compute()
-            self.save(kind, config, payload)
+            with self.computing(kind, config) as done:
+                if done is not None:
+                    return done
+                payload = compute()
+                self.save(kind, config, payload)
         return payload
 
     def entries(self, kind: str) -> list[Path]:

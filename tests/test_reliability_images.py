@@ -129,6 +129,23 @@ def test_item6_class_folder_that_is_a_file_is_refused(tmp_path):
         ps.imagenet_val(tmp_path)
 
 
+def test_item8_class_folder_linked_out_of_the_set_is_refused_but_a_linked_set_folder_loads(tmp_path):
+    """A class folder that is a symlink to another tree (``val/n01531178 -> /usr``) would be read as images of
+    that class: one sentence naming it. Linking the whole set folder (the usual way to keep data on another disk)
+    is fine."""
+    val = _full_val(tmp_path / "real", skip=[WNIDS[3]])
+    elsewhere = tmp_path / "elsewhere"
+    _jpg(elsewhere / "x.jpg")
+    (val / WNIDS[3]).symlink_to(elsewhere, target_is_directory=True)
+    links = f"has class folders that are links out of it \\({WNIDS[3]}, to {elsewhere}\\)"
+    with pytest.raises(EnsdivError, match=links):
+        ps.imagenet_val(tmp_path / "real")
+    (val / WNIDS[3]).unlink()
+    _jpg(val / WNIDS[3] / "y.jpg")
+    (tmp_path / "linked").symlink_to(tmp_path / "real", target_is_directory=True)
+    assert len(ps.imagenet_val(tmp_path / "linked", transform=lambda im: im.size)) == 1000
+
+
 def test_item6_missing_classes_are_refused(tmp_path):
     val = _full_val(tmp_path, skip=WNIDS[2:])  # 998 of the 1000 classes missing
     how = f"or declare a deliberate class subset by listing its classes in {val / SUBSET_FILE}"

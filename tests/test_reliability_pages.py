@@ -330,6 +330,30 @@ def test_item8_a_build_folder_that_is_a_file_or_read_only_is_one_sentence(env, c
 
 
 @pytest.mark.kernel
+def test_item8_a_read_only_shared_cache_is_used_for_what_it_holds(env, capsys, monkeypatch):
+    """A cache folder that exists and cannot be written (a shared, read-only one others filled) is not refused
+    before the run: the pages run from its entries, with one line saying so; a folder that cannot be used at all
+    is still one sentence (the build-folder test above)."""
+    import ensdiv.store
+
+    nb = _notebook(env / "a.ipynb", CLAIM)
+    shared = env / "cache"
+    shared.mkdir()
+    real = ensdiv.store.tempfile.mkstemp
+
+    def read_only(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir).is_relative_to(shared):
+            raise OSError(30, "Read-only file system")
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(ensdiv.store.tempfile, "mkstemp", read_only)
+    ensdiv.store._CHECKED.clear()
+    (res,) = runner.run_notebooks([nb], scale="cpu", out_root=env / "out", root=env)
+    assert res.status == "ok", res.error
+    assert f"the cache {shared} is read-only: pages are served from its entries" in capsys.readouterr().out
+
+
+@pytest.mark.kernel
 def test_item8_a_relative_data_root_is_resolved_against_the_callers_folder(env, monkeypatch):
     """``-p data_root book/data/sat`` from the project root names the project's folder, not one below the
     notebook's own folder (where the kernel runs); the folder is then a read root of the page."""

@@ -117,3 +117,63 @@ def test_item5_read_config_of_missing_or_folder_is_none(tmp_store, tmp_path):
     assert tmp_store.read_config(tmp_path) is None
     path = tmp_store.save("preds", A, 1)
     assert tmp_store.read_config(path) == A
+
+
+# Issue #47, item 6: one computation per entry (a per-key lock from a miss to the save).
+_HOLDER = """
+import sys, time
+from ensdiv.store import Store
+store = Store(sys.argv[1])
+with store.computing("preds", {"name": "shared"}) as done:
+    assert done is None
+    print("holding", flush=True)
+    time.sleep(2.0)
+    store.save("preds", {"name": "shared"}, {"by": "the other process"})
+"""
+
+
+def test_item6_a_second_process_waits_for_the_first_and_serves_what_it_saved(tmp_store, capsys):
+    import subprocess
+    import sys
+
+    other = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_store.root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "holding"
+        computed = []
+        got = tmp_store.get_or_compute("preds", {"name": "shared"}, lambda: computed.append(1) or {"by": "this one"})
+    finally:
+        other.wait(timeout=60)
+    assert other.returncode == 0
+    assert got == {"by": "the other process"} and computed == []  # computed once, by the first
+    out = capsys.readouterr().out
+    assert f"process {other.pid}" in out and "is computing this entry; waiting for it" in out
+
+
+def test_item6_the_lock_is_free_after_a_computation_that_raised_and_nested_keys_do_not_wait(tmp_store):
+    with pytest.raises(RuntimeError):
+        tmp_store.get_or_compute("preds", A, lambda: (_ for _ in ()).throw(RuntimeError("boom")))
+    assert tmp_store.get_or_compute("preds", A, lambda: torch.tensor([1.0])).tolist() == [1.0]
+    with tmp_store.computing("preds", B) as done:  # the same key again inside its own computation: no deadlock
+        assert done is None
+        with tmp_store.computing("preds", B) as inner:
+            assert inner is None
+        tmp_store.save("preds", B, torch.tensor([2.0]))
+    assert tmp_store.load("preds", B).tolist() == [2.0]
+
+
+def test_item8_a_read_only_shared_cache_serves_its_entries_and_refuses_only_a_computation(tmp_store, monkeypatch):
+    """A cache every entry of which is present serves them though nothing can be written there; a missing
+    entry is one sentence (``CacheError``) before any work."""
+    import ensdiv.store
+    from ensdiv.errors import CacheError
+
+    tmp_store.save("preds", A, torch.tensor([3.0]))
+    ensdiv.store._CHECKED.clear()
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(30, "Read-only file system")
+
+    monkeypatch.setattr(ensdiv.store.tempfile, "mkstemp", read_only)
+    assert tmp_store.get_or_compute("preds", A, lambda: pytest.fail("recomputed")).tolist() == [3.0]
+    with pytest.raises(CacheError, match="not writable .*Read-only file system"):
+        tmp_store.get_or_compute("preds", B, lambda: pytest.fail("computed before the check"))

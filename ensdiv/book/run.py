@@ -46,7 +46,7 @@ from ensdiv.book.stamps import (
 )
 from ensdiv.chapters import zoo
 from ensdiv.config import check_scale
-from ensdiv.errors import EnsdivError, unknown_name
+from ensdiv.errors import CacheError, EnsdivError, unknown_name
 from ensdiv.paths import build_dir, project_root, prove_writable, unwritable_reason
 from ensdiv.report import STAGING_ENV, read_records
 from ensdiv.store import ACCESS_LOG_ENV, default_store
@@ -235,6 +235,20 @@ def _read_roots(params: dict[str, Any]) -> list[str]:
     roots += [v for v in params.values() if isinstance(v, str) and v and os.path.isabs(v)]
     return [r for r in dict.fromkeys(roots) if r and os.path.isdir(r)]
 
+def _check_cache(progress: bool) -> None:
+    """Refuse a cache folder that cannot be used at all, in one sentence; a read-only one that exists is used
+    for what it holds (a shared cache others filled), and only a page that needs an entry it lacks fails."""
+    store = default_store()
+    try:
+        store.check_writable()
+    except CacheError:
+        if not (store.root.is_dir() and os.access(store.root, os.R_OK | os.X_OK)):
+            raise
+        if progress:
+            print(f"  [note]   the cache {store.root} is read-only: pages are served from its entries, and a page "
+                  "that needs one it lacks fails saying so", flush=True)
+
+
 def run_notebooks(
     paths: list[str | Path],
     *,
@@ -303,7 +317,7 @@ def run_notebooks(
                     print(f"  [cached] {rel}", flush=True)
                 continue
             if not cache_checked:
-                default_store().check_writable()  # one sentence before the first run, not after it
+                _check_cache(progress)  # one sentence before the first run, not after it
                 cache_checked = True
             out.with_suffix(".stamp.json").unlink(missing_ok=True)  # the separate stamp of older versions
             est = estimates.get(nb)

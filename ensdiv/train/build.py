@@ -178,19 +178,29 @@ def train_recipe(
     if retrain:
         store.begin("model", cfg)  # record what trains it, as a miss does
     payload = None if retrain else store.load("model", cfg)
-    if payload is not None:
-        report = payload["meta"].get("fit") or {}
-        if report.get("status") == "diverged" and on_diverge == "raise":
-            raise EnsdivError(
-                f"The cached run of {recipe.label!r} diverged (non-finite {report['cause']}) at step "
-                f"{report['diverged_step']}, epoch {report['diverged_epoch']}; "
-                "train_recipe(..., on_diverge='stop') returns its last finished epoch."
-            )
-        model = _empty_model(recipe, payload["shape"], store)
-        model.load_state_dict(payload["state_dict"])
-        model.ensdiv_meta = dict(payload["meta"])
-        return model.eval()
-    store.check_writable()  # an unusable cache folder is one sentence now, not after the training
+    if payload is None:  # train it, holding the entry's lock (another process training it: wait, then load)
+        with store.computing("model", cfg, reload=not retrain) as payload:
+            if payload is None:
+                return _train_and_save(recipe, cfg, store, progress=progress, accelerator=accelerator,
+                                       precision=precision, stop_after=stop_after, on_diverge=on_diverge)
+    # loaded, or saved by another process while this one waited
+    report = payload["meta"].get("fit") or {}
+    if report.get("status") == "diverged" and on_diverge == "raise":
+        raise EnsdivError(
+            f"The cached run of {recipe.label!r} diverged (non-finite {report['cause']}) at step "
+            f"{report['diverged_step']}, epoch {report['diverged_epoch']}; "
+            "train_recipe(..., on_diverge='stop') returns its last finished epoch."
+        )
+    model = _empty_model(recipe, payload["shape"], store)
+    model.load_state_dict(payload["state_dict"])
+    model.ensdiv_meta = dict(payload["meta"])
+    return model.eval()
+
+
+def _train_and_save(recipe: Recipe, cfg: dict, store: Store, *, progress: bool, accelerator: str,
+                    precision: str | None, stop_after: int | None, on_diverge: str) -> nn.Module:
+    """Train ``recipe`` (its entry's lock held by the caller) and cache it: the miss branch of
+    :func:`train_recipe`."""
     method = recipe.method
     if is_stream_set(recipe.data.dataset) and isinstance(method, Pretrain):
         raise InvalidInputError(

@@ -300,8 +300,8 @@ def _class_folders(
     A :data:`SUBSET_FILE` in ``folder`` declares a class subset: then exactly its classes must be there.
 
     Raises:
-        EnsdivError: a folder that is not one of ``valid`` (or not in the declared subset), or a subset
-            file naming a class that is not.
+        EnsdivError: a folder that is not one of ``valid`` (or not in the declared subset), a class folder
+            that is a link out of ``folder``, or a subset file naming a class that is not.
         DataNotFoundError: a class folder that is a file, or missing classes (one sentence each, saying
             how to declare a deliberate subset).
     """
@@ -316,6 +316,12 @@ def _class_folders(
         )
     if not dirs:
         raise _missing(what, folder, expected, key)
+    home = folder.resolve()
+    away = sorted(p.name for p in entries if p.is_dir() and not p.resolve().is_relative_to(home))
+    if away:  # a class folder linked to another tree would be read as images of that class
+        raise EnsdivError(f"{what} at {folder} has class folders that are links out of it ({_shown(away)}, to "
+                          f"{(folder / away[0]).resolve()}); link or copy the whole set folder instead, so that every "
+                          "class folder lies inside it.")
     bad = dirs - valid
     if bad:
         raise EnsdivError(f"{what} at {folder} has class folders that are not {noun} ({_shown(bad)}); "
