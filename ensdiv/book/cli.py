@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ensdiv.book.dry import dry_environment
 from ensdiv.book.fetch import fetch_data, fetch_weights
+from ensdiv.book.newpage import new_page
 from ensdiv.book.parameters import parse_value
 from ensdiv.book.processes import signals_as_interrupts
 from ensdiv.book.run import resolve_notebook, run_notebooks, summary, toc_notebooks
@@ -154,6 +155,15 @@ def _cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_new_page(args: argparse.Namespace) -> int:
+    nb = new_page(args.name, title=args.title)
+    slug, stem = args.name.split("/", 1)
+    print(f"Wrote {nb}, its preset {args.name!r} in the {slug} chapter's module and its line in _toc.yml.\n"
+          f"Next (CONTRIBUTING.md): write the idea, the run and the claim; then `ensdiv run {nb} --scale smoke` "
+          f"and `make dry-run`.")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ensdiv", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -188,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--only", nargs="*")
     bench.add_argument("--quick", action="store_true")
     bench.set_defaults(func=_cmd_bench)
+
+    page = sub.add_parser("new-page", help="write a new page: its notebook, its preset and its table-of-contents "
+                                           "line (CONTRIBUTING.md)")
+    page.add_argument("name", help="<chapter>/<stem>, e.g. sed/fig05_new_figure")
+    page.add_argument("--title", required=True, help="the page's title ('Fig. 5 — what it shows')")
+    page.set_defaults(func=_cmd_new_page)
 
     cache = sub.add_parser("cache", help="export the cache entries a build used as a bundle, or import one")
     cache_sub = cache.add_subparsers(dest="action", required=True)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from ensdiv.config import dry_run
+from ensdiv.config import SCALES, dry_run
 from ensdiv.errors import InvalidInputError
 from ensdiv.report.nulls import NULL_RATE, TRUTH_RATE, Null
 from ensdiv.report.uncertainty import LEVEL, Estimate, _interval
@@ -35,7 +35,6 @@ __all__ = ["ALPHA", "OUTCOMES", "RULE", "SCALES", "VERDICTS", "Check", "Outcome"
            "evaluate", "greater", "holm", "less", "negative", "noninferior", "positive", "ratio_above", "significant",
            "verdict", "within"]
 
-SCALES = ("smoke", "cpu", "paper")
 VERDICTS = ("holds", "holds partly", "mixed", "inconclusive", "does not hold", "not testable at this scale")
 OUTCOMES = ("pass", "fail", "inconclusive")
 #: The one-sided level of every test: each end of a :data:`LEVEL` interval.
