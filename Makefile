@@ -4,6 +4,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SCALE ?= cpu
+JOBS ?= 1
 FMNIST_DEBIAN := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 export ENSDIV_CACHE ?= $(CURDIR)/.cache/ensdiv
 PYTEST_WORKERS ?= 2
@@ -21,7 +22,7 @@ LOCK_FLAGS := pyproject.toml --extra book --extra test --extra attacks --extra l
 .PHONY: setup data mathjax browser book test test-fast dry-run bench lint lock upgrade clean help
 
 help:
-	@echo "make book   - set up, run every notebook at SCALE=$(SCALE), build _build/html"
+	@echo "make book   - set up, run every notebook at SCALE=$(SCALE), JOBS=$(JOBS) pages at a time, build _build/html"
 	@echo "make test   - set up, run the unit tests and every notebook at smoke scale"
 	@echo "make test-fast - the unit tests and doctests only: no notebook, no multi-process test"
 	@echo "make lock   - remake requirements.lock after a change to pyproject.toml (keeps every other pin)"
@@ -88,7 +89,7 @@ browser:
 	else echo "chromium not installed and apt not usable; the browser test will be skipped."; fi
 
 book: setup
-	$(VENV)/bin/ensdiv book --scale $(SCALE)
+	$(VENV)/bin/ensdiv book --scale $(SCALE) --jobs $(JOBS)
 
 test: setup browser
 	$(VENV)/bin/ruff check ensdiv tests benchmarks notebooks

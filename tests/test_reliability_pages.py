@@ -17,6 +17,7 @@ import ensdiv.paths
 from ensdiv import reads, tracing
 from ensdiv.book import cli, site, stamps
 from ensdiv.book import run as runner
+from ensdiv.errors import EnsdivError
 
 CLAIM = ('import ensdiv as ed\n'
          'ed.report.claim(paper="foundations", item="Fig. Z", claim="x is below y.", '
@@ -383,3 +384,25 @@ def test_item1_and_5_every_page_has_a_row_and_a_p_run_is_marked_on_the_claims_pa
     marked = next(r for r in rows if "Fig. Z" in r)
     assert "ensdiv-badge holds" in marked and "(run with `-p epochs 20`)" in marked
     assert "1 claims: 1 holds, 1 no claim." in page
+
+
+# Issue #53, item 3: pages in parallel (each in a process of its own, cores/N threads each).
+@pytest.mark.kernel
+def test_jobs_run_pages_at_once_each_with_its_share_of_the_threads(env, capsys, monkeypatch):
+    """``--jobs 2``: both pages run (in book order in the results), each kernel given ``cores // 2`` threads
+    through ``OMP_NUM_THREADS``; ``--jobs 0`` is one sentence."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 4)
+    body = ("import os, time\nt0 = time.time()\ntime.sleep(3)\n"
+            "open(f'{value}.txt', 'w').write(f\"{os.environ['OMP_NUM_THREADS']} {os.getppid()} {t0} {time.time()}\")")
+    pages = [_notebook(env / f"p{i}.ipynb", body, params=f'scale = "cpu"\nvalue = {i}') for i in (1, 2)]
+    results = runner.run_notebooks(pages, scale="cpu", out_root=env / "out", root=env, jobs=2)
+    assert [r.path.name for r in results] == ["p1.ipynb", "p2.ipynb"] and {r.status for r in results} == {"ok"}
+    runs = [(env / f"{i}.txt").read_text().split() for i in (1, 2)]
+    assert [r[0] for r in runs] == ["2", "2"]  # 4 cores // 2 jobs
+    (_, a0, a1), (_, b0, b1) = ([float(x) for x in r[1:]] for r in runs)
+    assert a0 < b1 and b0 < a1  # the two 3-second pages overlapped in time
+    assert "2 pages at a time, 2 thread(s) each." in capsys.readouterr().out
+    with pytest.raises(EnsdivError, match="--jobs must be 1 or more, got 0"):
+        runner.run_notebooks(pages, scale="cpu", out_root=env / "out", root=env, jobs=0)

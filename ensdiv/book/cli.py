@@ -59,14 +59,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
             results = run_notebooks(notebooks, scale="paper", params=_params(args.param), force=True,
                                     out_root=root / "executed")
     else:
-        results = run_notebooks(notebooks, scale=args.scale or "cpu", params=_params(args.param), force=args.force)
+        results = run_notebooks(notebooks, scale=args.scale or "cpu", params=_params(args.param), force=args.force,
+                                jobs=args.jobs)
     print(summary(results))
     return 1 if any(r.status == "failed" for r in results) else 0
 
 
 def _cmd_book(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    results, index = build_book(scale=args.scale, force=args.force, html_only=args.html_only)
+    results, index = build_book(scale=args.scale, force=args.force, html_only=args.html_only, jobs=args.jobs)
     print(summary(results))
     failed = [r for r in results if r.status == "failed"]
     print(f"Book built in {time.perf_counter() - t0:.1f} s: open {index}")
@@ -174,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
                      help="a notebook parameter, e.g. -p data_root /data (repeatable)")
     run.add_argument("--force", action="store_true", help="re-run even if source and parameters did not change")
+    run.add_argument("--jobs", type=int, default=1, metavar="N",
+                     help="pages run at once, each with cores/N threads (default 1)")
     run.add_argument("--list", action="store_true", help="list the notebooks of the book and exit")
     run.add_argument("--dry-run", action="store_true",
                      help="run the paper preset on generated fake data with random weights and each preset's dry "
@@ -183,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     book = sub.add_parser("book", help="run every notebook of _toc.yml, then build the book into _build/html")
     book.add_argument("--scale", default="cpu")
     book.add_argument("--force", action="store_true")
+    book.add_argument("--jobs", type=int, default=1, metavar="N",
+                      help="pages run at once, each with cores/N threads (default 1)")
     book.add_argument("--html-only", action="store_true", help="render the notebooks already executed")
     book.set_defaults(func=_cmd_book)
 

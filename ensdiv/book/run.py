@@ -260,10 +260,14 @@ def run_notebooks(
     progress: bool = True,
     root: Path | None = None,
     trace: bool = True,
+    jobs: int = 1,
 ) -> list[NotebookResult]:
     """Execute notebooks at ``scale`` with extra parameters into ``out_root`` (``_build/executed/<scale>``).
 
     Args:
+        jobs: pages run at once, each in a process of its own whose kernel gets ``cores // jobs`` threads
+            (``OMP_NUM_THREADS``, unless set); two pages that need the same model or entry never both compute it
+            (:meth:`ensdiv.store.Store.computing`: one waits, then loads it).
         root: the folder executed copies mirror (default the project root); a notebook outside it is
             executed to ``out_root/<its name>``.
         trace: record the package code each page runs (:mod:`ensdiv.tracing`), so a later run can reuse the
@@ -302,6 +306,11 @@ def run_notebooks(
     root = Path(root or project_root()).resolve()
     cache_checked = False
     estimates = _plan(notebooks, root, out_root, scale, params, base, force) if progress else {}
+    if jobs < 1:
+        raise EnsdivError(f"--jobs must be 1 or more, got {jobs}.")
+    if jobs > 1 and len(notebooks) > 1:
+        return _run_in_parallel(notebooks, jobs, dict(scale=scale, params=params, out_root=out_root, force=force,
+                                                      kernel=kernel, progress=progress, root=root, trace=trace))
     for nb in notebooks:
         rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
         out = out_root / rel
@@ -332,6 +341,46 @@ def run_notebooks(
                   flush=True)
         results.append(res)
     return results
+
+def _job_start() -> None:
+    """In each page process of a parallel run: SIGTERM and SIGHUP end the page as Ctrl-C does (its kernel ended,
+    its partial copy removed), and Ctrl-C in the terminal is left to the parent, which ends the workers."""
+    import signal
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _one_job(args: tuple[Path, dict[str, Any]]) -> NotebookResult:
+    nb, options = args
+    (res,) = run_notebooks([nb], **options)
+    return res
+
+
+def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any]) -> list[NotebookResult]:
+    """Run the pages ``jobs`` at a time (book order, results in that order), each in a process of its own."""
+    import multiprocessing
+
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    limits = {k: os.environ.get(k) or threads for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    if options["progress"]:
+        print(f"{jobs} pages at a time, {limits['OMP_NUM_THREADS']} thread(s) each.", flush=True)
+    with _environ(**limits):  # the page processes and their kernels inherit them
+        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_job_start)
+        try:
+            results = list(pool.imap(_one_job, [(nb, options) for nb in notebooks], chunksize=1))
+        except BaseException:
+            pool.terminate()  # SIGTERM: each page process ends its kernel and removes its partial copy
+            raise
+        finally:
+            pool.close()
+            pool.join()
+    return results
+
 
 #: Parameter names that hold a path: a relative value is resolved against the caller's working folder (a kernel
 #: runs in the notebook's own folder, where ``-p data_root book/data/sat`` would name another place).

@@ -326,7 +326,7 @@ def page_states(scale: str, root: Path | None = None) -> list[tuple[str, str, st
 
 
 def build_book(
-    *, scale: str = "cpu", force: bool = False, html_only: bool = False, root: Path | None = None
+    *, scale: str = "cpu", force: bool = False, html_only: bool = False, root: Path | None = None, jobs: int = 1
 ) -> tuple[list[NotebookResult], Path]:
     """Run every notebook of ``_toc.yml`` at ``scale``, then render the book into ``_build/html``.
 
@@ -337,16 +337,18 @@ def build_book(
 
     Args:
         root: the book's folder (``_config.yml``, ``_toc.yml``, ``book/``, notebooks); default the project.
+        jobs: pages run at once (:func:`ensdiv.book.run.run_notebooks`).
     """
     check_scale(scale)
     with _build_lock(usable_build_folder(build_dir())):
-        return _build_book(scale=scale, force=force, html_only=html_only, root=root)
+        return _build_book(scale=scale, force=force, html_only=html_only, root=root, jobs=jobs)
 
-def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None) -> tuple[list[NotebookResult], Path]:
+def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None,
+                jobs: int = 1) -> tuple[list[NotebookResult], Path]:
     root = Path(root or project_root()).resolve()
     notebooks = toc_notebooks(root=root)
     t_run = time.perf_counter()
-    results = [] if html_only else run_notebooks(notebooks, scale=scale, force=force, root=root)
+    results = [] if html_only else run_notebooks(notebooks, scale=scale, force=force, root=root, jobs=jobs)
     executed = build_dir() / "executed" / scale
     if results:  # what this build ran and for how long (benchmarks/bench_book.py reads it)
         timings = {"scale": scale, "run_s": round(time.perf_counter() - t_run, 1),
