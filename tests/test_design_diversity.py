@@ -244,3 +244,41 @@ def test_chapter_attributions_are_cached_and_target_the_label(tmp_path, monkeypa
     again, _ = ch.chapter_attributions(cfg, nets, "clean")
     torch.testing.assert_close(again, maps)
     assert len(list((tmp_path / "cache" / "dd-attributions").rglob("*.pt"))) == 2
+
+
+# ---- the evidence helpers (null data and cheap intervals) -----------------------------------------------------------
+def test_mean_estimates_replicates_are_means_of_resampled_images():
+    x = np.array([1.0, 0.0, 1.0, 1.0, 0.0])
+    y = np.array([0.0, 0.0, 1.0, 0.0, 1.0])
+    counts = ch.bootstrap_counts(5, n_boot=30, seed=3)
+    est = ch.mean_estimates({"x": x, "y": y}, {"d": lambda m: m["x"] - m["y"]}, counts)
+    assert est["d"].value == pytest.approx(0.6 - 0.4)
+    for row, rep in zip(counts, est["d"].replicates, strict=True):
+        drawn = np.repeat(np.arange(5), row.astype(int))  # the images of this resample, with repeats
+        assert rep == pytest.approx(x[drawn].mean() - y[drawn].mean())
+
+
+def test_permute_rows_keeps_each_images_values():
+    rows = np.array([[1, 2, 3, 4], [10, 20, 30, 40], [100, 200, 300, 400]])
+    out = ch.permute_rows(rows, np.random.default_rng(0))
+    for j in range(4):
+        assert sorted(out[:, j].tolist()) == sorted(rows[:, j].tolist())
+
+
+def test_weighted_null_equals_pearson_on_repeated_ensembles():
+    from ensdiv.chapters.design_diversity.evidence import member_weights
+
+    combos = [(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3), (0, 1, 4), (2, 3, 4)]
+    a = np.array([0.1, 0.4, 0.35, 0.8, 0.2, 0.9])
+    y = np.array([1.0, 2.0, 1.5, 3.0, 0.5, 2.5])
+    null = ch.weighted_null("identity", combos, lambda rng: {"a": a, "y": y}, {"r": ("pearson", "a", "y")},
+                            draws=1, n_boot=20, seed=5)
+    est = null.draws[0]["r"]
+    assert est.value == pytest.approx(np.corrcoef(a, y)[0, 1])
+    w = member_weights(combos, n_boot=20, seed=5)
+    for row, rep in zip(w, est.replicates, strict=True):
+        k = row.astype(int)
+        if k.sum() < 4 or np.ptp(np.repeat(a, k)) == 0:
+            continue
+        assert rep == pytest.approx(np.corrcoef(np.repeat(a, k), np.repeat(y, k))[0, 1])
+    assert w.shape == (20, len(combos))

@@ -419,3 +419,23 @@ def test_the_rule_is_stated_once_in_the_book_the_claims_page_and_the_package():
     assert report.RULE in report.claims_page("cpu", [])
     for number in (f"{report.NULL_RATE:.0%}", f"{report.TRUTH_RATE:.0%}", f"{report.LEVEL:.0%}", "Holm"):
         assert number in report.RULE
+
+
+def test_every_builder_takes_the_reason_no_null_can_be_built():
+    """``null_reason=`` (why no null can be built from data) is accepted by every builder, not only by
+    ``below``/``above``, and kept; with a null it is not needed and a typed value still reads as typed."""
+    from ensdiv.report.checks import NO_NULL, TYPED_NULL
+
+    why = "the two counts are the same identity of the accuracies"
+    for check in (report.less("a", "b", null_reason=why), report.greater("a", "b", null_reason=why),
+                  report.correlated("r", sign=1, null_reason=why), report.positive("a", null_reason=why),
+                  report.negative("a", null_reason=why), report.below("a", 1.0, null_reason=why)):
+        assert (check.null, check.null_reason) == (None, why)
+    assert report.less("a", "b").null_reason == NO_NULL
+    assert report.less("a", "b", null=0.0, null_reason=why).null_reason == TYPED_NULL
+
+
+def test_a_ratio_over_a_zero_denominator_is_not_computable_not_a_crash():
+    """``ratio_above`` with a denominator of 0 (a dry run's degenerate timing) is "not computable" (``None``)."""
+    assert report.evaluate(report.ratio_above("a", "b", 1.5), {"a": 1.0, "b": 0}).result is None
+    assert report.evaluate(report.ratio_above("a", "b", 1.5), {"a": 3.0, "b": 1.0}).result == "pass"

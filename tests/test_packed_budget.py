@@ -39,6 +39,36 @@ def test_methods_peaking_at_different_budgets_get_the_smallest_worst_gap():
     assert got["epochs"] == 4 and not got["within"] and got["gap"] == {"packed": 1.5, "single": 1.5}
 
 
+def test_a_rising_curve_is_not_converged_and_a_flat_one_is():
+    # rising: both gain 1.5-3 points per doubling up to the largest budget; the largest budget is "within" of
+    # its own best, so only the slope between the two largest budgets can say "not converged"
+    rising = _curve([("single", 1, 84.0), ("single", 2, 87.0), ("single", 4, 89.5), ("single", 8, 91.5),
+                     ("packed", 1, 82.0), ("packed", 2, 86.0), ("packed", 4, 88.5), ("packed", 8, 90.5)])
+    got = ch.plateau_budget(rising, tolerance=1.0)
+    assert got["epochs"] == 8 and got["within"] and not got["converged"]
+    assert sorted(got["still_rising"]) == ["packed", "single"]
+    text = ch.plateau_sentence(got, 2)
+    assert text.startswith("Not converged at 2 epochs") and "below the cheapest budget" in text
+    # flat: within 1 point from 2 epochs on, at most 0.3 gained between 4 and 8
+    flat = _curve([("single", 1, 84.0), ("single", 2, 89.5), ("single", 4, 89.9), ("single", 8, 90.1),
+                   ("packed", 1, 82.0), ("packed", 2, 88.6), ("packed", 4, 89.2), ("packed", 8, 89.5)])
+    got = ch.plateau_budget(flat, tolerance=1.0)
+    assert got["epochs"] == 2 and got["converged"] and got["still_rising"] == []
+    assert ch.plateau_sentence(got, 2).startswith("Converged")
+    assert ch.plateau_sentence(got, 1).startswith("Not converged at 1 epochs")
+    # one budget alone never shows a plateau
+    assert not ch.plateau_budget(_curve([("single", 8, 90.0)]))["converged"]
+
+
+def test_the_record_of_the_first_seed_serves_a_preset_of_several_seeds(tmp_path):
+    cfg = ch.preset("tab01_efficient_ensembles", "cpu", verbose=False)
+    assert len(cfg["seeds"]) >= 5
+    recorded, note = ch.recorded_curve(cfg, _record(tmp_path, cfg, seeds=[0]))
+    assert len(recorded) == 4, note
+    other, note = ch.recorded_curve(cfg, _record(tmp_path, cfg, seeds=[1]))
+    assert other.empty and "seeds differ" in note
+
+
 def test_plateau_rejects_an_empty_curve_and_a_negative_tolerance():
     with pytest.raises(InvalidInputError, match="non-empty"):
         ch.plateau_budget(_curve([]).reindex(columns=["method", "epochs", "val_acc"]))

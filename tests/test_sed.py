@@ -154,15 +154,46 @@ def test_timing_heads_are_the_heads_sed_trains_and_bad_names_are_refused():
         ch.time_steps(3, "gncl")
 
 
-def test_deep_ensemble_heads_start_from_their_seeds_divdis_from_one_copy():
-    """#30: the deep ensemble's seeds control the heads' initial weights (§4.1); DivDis and SED keep the reference's
-    start (every member a copy of the backbone's head), so DivDis's identical-start finding stays measurable."""
+def test_one_start_for_every_method_and_distinct_starts_only_for_the_naive_methods():
+    """#49: every member of every method starts from the backbone's own head (a shared start, so soups compare like
+    with like); a run's seed changes the data order. Naive A2D / DivDis, whose symmetric loss keeps identical starts
+    identical, start from distinct seeded random heads; their identical-start runs stay as diagnostics."""
     cfg = ch.preset("tab01_unique", "smoke", verbose=False)
-    de = ch.method_recipes(cfg, "deep_ensemble")
-    assert [r.method.init for r in de] == ["seed"] * cfg.members
-    assert len({r.seeds.init for r in de}) == cfg.members
-    assert ch.method_recipes(cfg, "naive_divdis")[0].method.init == "copy"
-    assert ch.method_recipes(cfg, "sed_gen")[0].method.init == "copy"
+    for method in ("deep_ensemble", "diverse_hp", "sed_gen", "sed_det", "sed_sem", "sed_text"):
+        assert {r.method.init for r in ch.method_recipes(cfg, method)} == {"copy"}, method
+        assert method in ch.SHARED_START
+    de0, de1 = ch.method_recipes(cfg, "deep_ensemble"), ch.method_recipes(cfg, "deep_ensemble", seed=1)
+    assert len({r.seeds.order for r in de0}) == cfg.members  # members differ by their data order
+    assert not {r.seeds.order for r in de0} & {r.seeds.order for r in de1}  # run 1 shares no member with run 0
+    assert ch.method_recipes(cfg, "sed_sem", seed=1)[0].seeds.order != ch.method_recipes(cfg, "sed_sem")[0].seeds.order
+    for naive in ("naive_a2d", "naive_divdis"):
+        assert ch.method_recipes(cfg, naive)[0].method.init == "seed" and naive not in ch.SHARED_START
+        (diag,) = ch.method_recipes(cfg, f"{naive}_shared")
+        assert diag.method.init == "copy" and diag.method.loss == naive
+    assert cfg.seeds == [0, 1] and ch.preset("tab01_unique", "cpu", verbose=False).seeds == [0, 1, 2, 3, 4]
+
+
+def test_evidence_helpers_against_hand_computed_cases():
+    """Member correctness, subset means with one paired resampling, the swap null and the exponent null."""
+    logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [0.0, 1.0]], [[3.0, 0.0], [1.0, 0.0]]])
+    labels = torch.tensor([0, 1])
+    assert ch.member_correct(logits, labels).tolist() == pytest.approx([200 / 3, 200 / 3])
+    assert ch.unique_per_image(logits).tolist() == [2.0, 2.0]
+    assert ch.correct_per_image(logits, labels).tolist() == [100.0, 100.0]  # mean logits: [5/3, 1/3], [1/3, 2/3]
+    values = np.array([0.0, 0.0, 1.0, 1.0, 1.0, 0.0])
+    a, b = np.array([1, 1, 1, 0, 0, 0], bool), np.array([0, 0, 1, 1, 1, 0], bool)
+    est = ch.subset_means(values, {"a": a, "b": b}, n_resamples=300, rng=np.random.default_rng(0))
+    assert est["a"].value == pytest.approx(1 / 3) and est["b"].value == 1.0
+    assert est["a"].group == est["b"].group  # one resampling: paired
+    null = ch.swap_null(values, a, b, "a", "b", draws=50, n_resamples=20, seed=0)
+    assert len({d["a"].value for d in null.draws}) > 1  # images 0, 1, 3, 4 are dealt at random
+    same = ch.swap_null(values, a, a, "a", "b", draws=5, n_resamples=20, seed=0)  # nothing to deal
+    assert all(d["a"].value == d["b"].value == pytest.approx(1 / 3) for d in same.draws)
+    sizes = np.array([2.0, 4.0, 8.0, 16.0])
+    reps = [(sizes, 0.01 * sizes ** 2 * (1 + 0.01 * i)) for i in range(3)]
+    draws = ch.exponent_null({"k": reps}, k=1.0, draws=20, seed=0).draws
+    # an exact power law has no residuals: the null's exponent is exactly the null's k
+    assert all(d["k"].value == pytest.approx(1.0) for d in draws)
 
 
 def test_released_configs_are_mirrored_field_by_field():

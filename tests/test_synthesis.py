@@ -265,3 +265,80 @@ def test_weighted_spearman_equals_scipy_on_repeated_rows():
     got = _weighted_spearman(x, y, w)
     want = [stats.spearmanr(np.repeat(x, wi.astype(int)), np.repeat(y, wi.astype(int))).statistic for wi in w]
     assert got == pytest.approx(want)
+
+
+def test_member_halves_share_no_member():
+    """Triples of one 14-model zoo (every member linked): no member outside the fixed ones appears in both
+    halves, and every kept ensemble lies wholly in one. Runs of disjoint members: whole runs go to one half."""
+    rng = np.random.default_rng(3)
+    triples = [tuple(int(m) for m in rng.choice(14, 3, replace=False)) for _ in range(60)]
+    a, b = ch.member_halves(triples, seed=0)
+    used_a = {m for i in a for m in triples[i]}
+    used_b = {m for i in b for m in triples[i]}
+    assert a and b and not used_a & used_b and not set(a) & set(b)
+    runs = [(r * 4 + i, r * 4 + j) for r in range(6) for i, j in itertools.combinations(range(4), 2)]
+    a, b = ch.member_halves(runs, seed=1)
+    assert sorted(a + b) == list(range(len(runs)))  # nothing straddles: every ensemble kept
+    assert not {m for i in a for m in runs[i]} & {m for i in b for m in runs[i]}
+    assert len(a) == len(b) == 18  # three runs of six pairs each
+    base = [(0, k) for k in range(1, 9)]  # the zoo's base in every pair: fixed, allowed in both halves
+    a, b = ch.member_halves(base, seed=2)
+    assert sorted(a + b) == list(range(8)) and len(a) == 4
+
+
+def test_pair_gain_identity_by_hand():
+    """A pair's gain over its mean member equals 100·(EI·(r − ½) + both-wrong · rescued) on the same images."""
+    rng = np.random.default_rng(0)
+    z = torch.randn(2, 400, 5, dtype=torch.float64)
+    y = torch.from_numpy(rng.integers(0, 5, 400))
+    pool = ch.Pool("zoo", [], {"clean": z})
+    ens = pd.DataFrame({"source": ["zoo"], "size": [2], "idx": [(0, 1)]})
+    t = ch.pair_gain_terms(ch.Population({"zoo": pool}, {"clean": y}, ens, {}))
+    right = (z.argmax(-1) == y).numpy()
+    avg = (z.softmax(-1).mean(0).argmax(-1) == y).numpy()
+    split = right.sum(0) == 1
+    assert t.ei.iloc[0] == pytest.approx(split.mean())
+    assert t.resolved.iloc[0] == pytest.approx(avg[split].mean())
+    assert t.gain_mean.iloc[0] == pytest.approx(100 * (avg.mean() - right.mean()))
+    assert t.identity_gap.iloc[0] < 1e-9
+
+
+def test_image_halves_are_disjoint_and_keep_corrupted_copies_together():
+    y = torch.arange(10)
+    pool = ch.Pool("zoo", [], {"clean": torch.arange(10.0)[None, :, None].repeat(2, 1, 3),
+                               "corruption": torch.arange(10.0)[None, :, None].repeat(2, 1, 3)})
+    pop = ch.Population({"zoo": pool}, {"clean": y, "corruption": y}, pd.DataFrame(), {})
+    first, second = ch.image_halves(pop, seed=0)
+    a, b = first.labels["clean"].tolist(), second.labels["clean"].tolist()
+    assert sorted(a + b) == list(range(10)) and not set(a) & set(b)
+    assert first.labels["corruption"].tolist() == a  # the same images in the same half
+    assert first.pools["zoo"].logits["clean"][0, :, 0].tolist() == [float(v) for v in a]
+
+
+def test_permuted_rho_null_breaks_the_link():
+    """A strong correlation over 30 pairs (base fixed) is near zero once the measure is dealt at random."""
+    x = np.arange(30.0)
+    members = [(0, k) for k in range(1, 31)]
+    null = ch.permuted_rho_null("r", x, x + 0.1, members, seed=0, draws=40, n_boot=50)
+    values = np.array([d["r"].value for d in null.draws])
+    assert abs(values.mean()) < 0.15 and values.max() < 0.7
+    assert ch.member_bootstrap(x, x + 0.1, members, n_boot=50)["rho"] == pytest.approx(1.0)
+
+
+def test_shuffled_votes_keep_the_redundancy_of_three_voters():
+    """Disagreement and equitability of three members stay rank-alike on votes shuffled image by image: the
+    near-identity of the two definitions (members of different accuracy, so the ensembles differ)."""
+    rng = np.random.default_rng(0)
+    y = torch.from_numpy(rng.integers(0, 10, 300))
+    logits = []
+    for noise in np.linspace(0.5, 4.0, 7):
+        z = torch.from_numpy(rng.normal(scale=noise, size=(300, 10)))
+        z[torch.arange(300), y] += 3.0
+        logits.append(z)
+    pool = ch.Pool("zoo", [], {"clean": torch.stack(logits)})
+    triples = list(itertools.combinations(range(7), 3))[:20]
+    ens = pd.DataFrame({"source": ["zoo"] * 20, "size": [3] * 20, "idx": triples})
+    pop = ch.Population({"zoo": pool}, {"clean": y}, ens, {})
+    null = ch.shuffled_votes_null(pop, ens.index, name="r", seed=0, draws=5, n_boot=20)
+    values = [d["r"].value for d in null.draws]
+    assert all(v > 0.9 for v in values), values

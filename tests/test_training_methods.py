@@ -439,7 +439,11 @@ def test_combination_gains_choose_on_validation_and_features_needed_resamples_th
     never = pd.DataFrame({"k": [4, 8], "total": 8, "test_correct": [np.zeros(8), np.zeros(8)]})
     need = ch.features_needed_estimates({"y": curve, "z": never}, target, n_resamples=50, seed=0)
     assert need["y"].value == 8 and need["z"].value == 12  # never reached: one step more than every dimension
-    assert set(np.unique(need["y"].replicates)) <= {4.0, 8.0, 12.0}
+    reps = need["y"].replicates
+    # a resample reaching the target at the grid's smallest k is censored below: NaN, never a number to tie with
+    assert set(np.unique(reps[np.isfinite(reps)])) <= {8.0, 12.0}
+    floor = pd.DataFrame({"k": [4, 8], "total": 8, "test_correct": [np.ones(8), np.ones(8)]})
+    assert np.isnan(ch.features_needed_estimates({"w": floor}, target, n_resamples=20, seed=0)["w"].value)
 
 
 def test_downstream_choices_select_on_validation():
@@ -565,3 +569,95 @@ def test_multilabel_downstream_probes_score_voc_map():
     est = ch.downstream_estimates(res, {"pair": "m1 + m2", "single": "m1", "none": None}, n_resamples=50, seed=0)
     assert est["pair"].value == pytest.approx(100 * pair["test_acc"])
     assert len(est["pair"].replicates) == 50 and np.isnan(est["none"].value)
+
+
+# ---- claims about categories of models, and null data (issue #50) ----------------------------------------------
+def _groups_table():
+    cats = ["reinit"] * 3 + ["hparam"] + ["arch"] * 4 + ["dataset"] * 3
+    vals = [0.10, 0.12, 0.11, 0.5, 0.20, 0.25, 0.22, 0.21, 0.30, 0.28, 0.33]
+    return pd.DataFrame({"category": cats, "ei": vals})
+
+
+def test_group_estimates_resample_models_and_skip_single_model_categories():
+    t = _groups_table()
+    est = ch.group_estimates(t, "ei", n_resamples=300, seed=0)
+    assert est["ei Reinit"].value == pytest.approx(0.11) and est["ei Arch"].value == pytest.approx(0.22)
+    assert est["ei Dataset"].source == "models"
+    assert np.isnan(est["ei HParam"].value) and np.isnan(est["ei Framework"].value)  # 1 and 0 models
+    # a bootstrap mean of three models lies between their smallest and largest value
+    assert est["ei Reinit"].replicates.min() >= 0.10 and est["ei Reinit"].replicates.max() <= 0.12
+
+
+def test_group_null_deals_the_same_models_into_groups_of_the_same_sizes():
+    t = _groups_table()
+    null = ch.group_null(t, "ei", n_resamples=50, seed=0, draws=30)
+    sizes = {"Reinit": 3, "Arch": 4, "Dataset": 3}  # HParam (one model) is left out of the deal
+    total = sum(t.loc[t["category"] != "hparam", "ei"])
+    for draw in null.draws:
+        assert set(draw) == {f"ei {c}" for c in sizes}
+        assert sum(sizes[c] * draw[f"ei {c}"].value for c in sizes) == pytest.approx(total)
+    assert ch.group_null(t[t["category"].isin(["reinit", "hparam"])], "ei", n_resamples=10, seed=0) is None
+
+
+def test_trend_estimate_is_spearman_over_models_and_its_null_permutes_categories():
+    from scipy import stats
+
+    t = _groups_table()
+    rank = t["category"].map({c: i for i, c in enumerate(ch.CATEGORIES)})
+    est = ch.trend_estimate(t, "ei", n_resamples=200, seed=0)
+    assert est.value == pytest.approx(stats.spearmanr(rank, t["ei"])[0]) and est.source == "models"
+    null = ch.trend_null(t, "ei", name="rho", n_resamples=50, seed=0, draws=200)
+    # categories permuted across the models: ρ centred near zero, far below the observed 0.8
+    assert abs(np.mean([d["rho"].value for d in null.draws])) < 0.15
+    two = t[t["category"].isin(["reinit", "arch"])]
+    assert np.isnan(ch.trend_estimate(two, "ei", n_resamples=10, seed=0).value)  # two categories: no trend
+
+
+def test_k_grid_doubles_below_the_step():
+    assert ch.k_grid(4, 10) == [1, 2, 4, 8, 10]
+    assert ch.k_grid(256, 600) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 600]
+
+
+def test_swapped_null_removes_a_difference_and_keeps_identical_results():
+    a, b = np.r_[np.ones(30), np.zeros(10)], np.zeros(40)
+    null = ch.swapped_null({"a": a, "b": b}, "a", "b", draws=200, seed=0, n_resamples=30)
+    diffs = [d["a"].value - d["b"].value for d in null.draws]
+    assert abs(np.mean(diffs)) < 0.05 and np.mean(a) - np.mean(b) == 0.75
+    same = ch.swapped_null({"a": a, "b": a}, "a", "b", draws=5, seed=0, n_resamples=10)
+    assert all(d["a"].value == d["b"].value for d in same.draws)
+
+
+def test_pair_statistics_under_unit_weights_match_the_direct_ones():
+    from ensdiv.chapters.training_methods.additions import _gap_w, _share_w
+
+    rng = np.random.default_rng(0)
+    theta, labels = rng.uniform(0, 90, 60), rng.integers(0, 4, 60)
+    groups = rng.choice(["both correct", "only base correct", "only other correct"], 60)
+    ob, oo = (groups == ch.GROUPS[1]).astype(float), (groups == ch.GROUPS[2]).astype(float)
+    ones = np.ones((1, 60))
+    direct_gap = theta[ob > 0].mean() - theta[oo > 0].mean()
+    assert _gap_w(ones, theta, ob, oo)[0] == pytest.approx(direct_gap)
+    assert _share_w(ones, theta - 45.0, np.eye(4)[labels])[0] == pytest.approx(ch.class_share(theta - 45.0, labels))
+
+
+def test_first_additions_and_pair_sets_by_hand():
+    from ensdiv.chapters.training_methods.additions import _needed
+
+    # two high models, three low: val accuracies and which low models are "another loss or data"
+    val = np.array([[0.5, 0.7, 0.6], [0.9, 0.2, 0.3]])
+    diverse = np.array([[True, False, False], [True, True, False]])
+    test = np.zeros((2, 3, 4), dtype=bool)
+    test[0, 0] = [1, 1, 1, 1]  # high 0's diverse pick (low 0): 100 %
+    test[0, 1] = [1, 0, 0, 0]  # high 0's similar pick (low 1, val 0.7 > 0.6): 25 %
+    test[1, 0] = [1, 1, 0, 0]  # high 1's diverse pick (low 0, val 0.9): 50 %
+    test[1, 2] = [0, 0, 0, 0]  # high 1's similar pick (low 2): 0 %
+    inner = np.tile(np.arange(4), (3, 1))
+    got = ch.first_additions_compared(val, test, diverse, names=("d", "s"), inner=inner, tag="t")
+    assert got["d"].value == pytest.approx(75.0) and got["s"].value == pytest.approx(12.5)
+    scores = np.array([[1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=float)
+    sets = ch.set_means(scores, np.array([True, False, False]), names=("x", "y"), inner=inner, tag="t")
+    assert sets["x"].value == pytest.approx(50.0) and sets["y"].value == pytest.approx(12.5)
+    # the first k reaching the target; censored below at the first k; never reached
+    means = np.array([[0.2, 0.6, 0.9], [0.8, 0.9, 0.9], [0.1, 0.1, 0.2]])
+    out = _needed(means, np.full(3, 0.5), np.array([1.0, 2.0, 4.0]), 5.0)
+    assert out[0] == 2.0 and np.isnan(out[1]) and out[2] == 5.0

@@ -25,8 +25,11 @@ SLUG = "foundations"
 PRESETS = {
     "foundations/deep_ensemble_basics": {
         # members copy the zoo's recipe of one architecture and differ only in their seed
-        "common": {"seed": 0, "num_members": 4, "zoo_entry": "arch/small_cnn", "n_resamples": 1000},
-        "smoke": {"test_subset": 512, "n_resamples": 200},
+        # n_ensembles: deep ensembles from disjoint seed groups (the first is seeds seed .. seed + M - 1, the members
+        # shown and reused by measuring_diversity); n_singles: separately trained single models on the next seeds
+        "common": {"seed": 0, "num_members": 4, "zoo_entry": "arch/small_cnn", "n_resamples": 1000,
+                   "n_ensembles": 3, "n_singles": 4},
+        "smoke": {"test_subset": 512, "n_resamples": 200, "n_ensembles": 2},
         "cpu": {"test_subset": 0},
         # the foundations page has no paper-scale data of its own: at paper scale it uses the paper zoo
         # (ImageNet) entry of the same name; packed-ensembles/tab01_efficient_ensembles holds the CIFAR comparison.
@@ -44,9 +47,10 @@ PRESETS["foundations/benchmarks"] = {
 # "Measuring diversity" reuses the deep ensemble of deep_ensemble_basics (same members): it trains nothing new.
 _BASE = PRESETS["foundations/deep_ensemble_basics"]
 
+_SHARED = ("seed", "num_members", "zoo_entry", "n_resamples")
 PRESETS["foundations/measuring_diversity"] = {
     "common": {
-        **_BASE["common"],
+        **{k: _BASE["common"][k] for k in _SHARED},
         "n_explain": 64,  # images explained with saliency / attacked with PGD
         "n_cka": 1000,  # images streamed through MinibatchCKA
         "cka_batch": 250,
@@ -54,7 +58,7 @@ PRESETS["foundations/measuring_diversity"] = {
         "pgd_eps": 0.1,  # L∞ radius in [0, 1] pixel units (Fashion-MNIST needs more than 8/255)
         "ood": "inverted",  # synthetic OOD set: "inverted" (1 - x) or "noise" (uniform)
     },
-    "smoke": {**_BASE["smoke"], "n_explain": 8, "n_cka": 128, "cka_batch": 64, "pgd_steps": 2},
+    "smoke": {"test_subset": 512, "n_resamples": 200, "n_explain": 8, "n_cka": 128, "cka_batch": 64, "pgd_steps": 2},
     "cpu": {**_BASE["cpu"]},
     "paper": {**_BASE["paper"]},
 }
@@ -106,7 +110,8 @@ PRESETS["foundations/zoo"] = {
 }
 
 # a dry run of the paper presets (ensdiv run --dry-run): the paper zoo's recipes (zoo.DRY_RECIPE_SIZES) on fake data
-add_dry_blocks(PRESETS, {"test_subset": 16, "num_members": 2, "n_resamples": 200, "n_explain": 4, "n_cka": 8,
+add_dry_blocks(PRESETS, {"test_subset": 16, "num_members": 2, "n_ensembles": 2, "n_singles": 4, "n_resamples": 200,
+                         "n_explain": 4, "n_cka": 8,
                          "cka_batch": 4, "pgd_steps": 2, "eval_subset": 16, "damage_images": 2})
 
 
@@ -119,6 +124,58 @@ def deep_ensemble(scale: str, zoo_entry: str, seed: int, num_members: int) -> li
     """
     base = zoo.zoo_recipes(scale)[zoo_entry]
     return [base.replace(seed=seed + m, name=f"{zoo_entry}-s{seed + m}") for m in range(num_members)]
+
+
+def seed_groups(scale: str, zoo_entry: str, seed: int, num_members: int, ensembles: int, singles: int
+                ) -> tuple[list[list[ed.Recipe]], list[ed.Recipe]]:
+    """Deep ensembles from disjoint seed groups and separately trained single models, all copies of one zoo recipe
+    that differ only in their seed: ensemble ``g`` holds seeds ``seed + g M .. seed + (g + 1) M - 1`` (the first is
+    :func:`deep_ensemble`'s, so nothing is trained twice), the singles the next ``singles`` seeds.
+
+    >>> groups, single = seed_groups("smoke", "arch/small_cnn", 0, 2, 2, 3)
+    >>> [[r.seeds.init for r in g] for g in groups], [r.seeds.init for r in single]
+    ([[0, 1], [2, 3]], [4, 5, 6])
+    """
+    every = deep_ensemble(scale, zoo_entry, seed, num_members * ensembles + singles)
+    groups = [every[g * num_members:(g + 1) * num_members] for g in range(ensembles)]
+    return groups, every[ensembles * num_members:]
+
+
+def run_replicates(probs: Any, labels: Any, *, n_resamples: int, seed: int, n_bins: int = 15
+                   ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Accuracy (%), NLL and ECE of each of ``S`` runs' probabilities ``(S, N, C)`` on the test images, and each on
+    ``n_resamples`` resamples of the images with replacement (one resampling per ``seed``: two calls with the same
+    seed and ``N`` resample the same images, so their replicates pair image by image).
+
+    The ECE is the top-label ECE of :func:`ensdiv.metrics.ece` (``n_bins`` equal-width bins ``[k/n, (k+1)/n)``),
+    on a resample weighted by how often each image was drawn.
+
+    Returns:
+        ``{"acc" | "nll" | "ece": (points (S,), replicates (S, R))}``.
+    """
+    p = torch.as_tensor(probs).double().numpy()
+    y = torch.as_tensor(labels).numpy()
+    s, n, _ = p.shape
+    w = np.random.default_rng([seed, 5]).multinomial(n, np.full(n, 1.0 / n), size=int(n_resamples)).astype(float)
+    conf, right = p.max(-1), (p.argmax(-1) == y).astype(float)
+    nll = -np.log(np.clip(np.take_along_axis(p, np.broadcast_to(y[None, :, None], (s, n, 1)), -1)[..., 0], 1e-12,
+                          None))
+    out = {k: (v.mean(1), v @ w.T / n) for k, v in (("acc", 100 * right), ("nll", nll))}
+    bins = np.minimum((conf * n_bins).astype(int), n_bins - 1)
+    gaps = np.zeros((s, n, n_bins))
+    np.put_along_axis(gaps, bins[..., None], (right - conf)[..., None], -1)  # (S, N, bins): acc - conf per image
+    out["ece"] = (np.abs(gaps.sum(1)).sum(-1) / n, np.stack([np.abs(w @ g).sum(1) / n for g in gaps]))
+    return out
+
+
+def nested_estimate(points: np.ndarray, reps: np.ndarray, *, seed: int, group: str) -> ed.report.Estimate:
+    """The mean over runs of a score, with replicates that resample the runs (with replacement) and, within them,
+    the test images (``reps``: each run's image replicates, :func:`run_replicates`): the two-stage bootstrap of
+    :func:`ensdiv.report.nested_bootstrap`, from precomputed image replicates."""
+    s, r = reps.shape
+    counts = np.random.default_rng([seed, 6]).multinomial(s, np.full(s, 1.0 / s), size=r).astype(float)
+    return ed.report.Estimate(float(np.mean(points)), np.einsum("rs,sr->r", counts, reps) / s,
+                              "seeds × test images", "bootstrap", group)
 
 
 def eval_set(scale: str, n: int = 0) -> ed.TensorSet:
@@ -224,3 +281,99 @@ def shift_correct(model: Any, cfg: Any) -> tuple[dict[str, np.ndarray], dict[str
             pred = logits.argmax(-1)
         correct[role] = (pred == data.y).double().numpy()
     return correct, sample
+
+
+def swap_null(a: Any, b: Any, clean: Any, *, names: tuple[str, str], paired: bool, draws: int, n_resamples: int,
+              seed: int) -> ed.report.Null:
+    """Null data for "top-1 on set A, relative to clean top-1, exceeds that on set B": the two sets made
+    exchangeable. ``a`` and ``b`` hold per-image correctness (``b`` may be a mean over several sets of the same
+    images), ``clean`` the clean set's. When ``paired`` (A's images are B's, transformed one by one) each image's
+    A and B values are swapped at random; otherwise A's and B's values are pooled and dealt back at random into
+    sets of their sizes. Each draw's two relative accuracies get replicates from one resampling of the images
+    (the clean images and B's together, A's on their own unless paired), shared by every draw.
+
+    >>> null = swap_null(np.ones(6), np.zeros(6), np.ones(6), names=("a", "b"), paired=True, draws=3,
+    ...                  n_resamples=10, seed=0)
+    >>> len(null.draws), sorted(null.draws[0])
+    (3, ['a', 'b'])
+    """
+    a, b, clean = (np.asarray(v, dtype=float).ravel() for v in (a, b, clean))
+    rng0 = np.random.default_rng([seed, 8])
+    n = clean.size
+    wc = rng0.multinomial(n, np.full(n, 1.0 / n), size=int(n_resamples)).astype(float)
+    wa = wc if paired else rng0.multinomial(a.size, np.full(a.size, 1.0 / a.size), size=int(n_resamples)).astype(float)
+    base = wc @ clean / n
+
+    def make(rng: np.random.Generator) -> dict[str, ed.report.Estimate]:
+        if paired:
+            flip = rng.random(n) < 0.5
+            a2, b2 = np.where(flip, b, a), np.where(flip, a, b)
+        else:
+            dealt = rng.permutation(np.concatenate([a, b]))
+            a2, b2 = dealt[: a.size], dealt[a.size:]
+        group = f"swap-{rng.integers(2**31)}"
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {names[0]: ed.report.Estimate(float(a2.mean() / clean.mean()), (wa @ a2 / a.size) / base,
+                                                 "evaluation samples", "bootstrap", group),
+                    names[1]: ed.report.Estimate(float(b2.mean() / clean.mean()), (wc @ b2 / n) / base,
+                                                 "evaluation samples", "bootstrap", group)}
+
+    how = "swapped at random image by image" if paired else "pooled and dealt back at random"
+    return ed.report.null_draws(f"{names[0]} and {names[1]}: the two sets' images {how}", make, draws=draws,
+                                seed=seed)
+
+
+# ---- the zoo page: groups of Figure A's models -----------------------------------------------------------------
+def model_replicates(correct: np.ndarray, *, n_resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each model's top-1 (%) on the test images and on ``n_resamples`` resamples of them (one resampling for
+    every model, so models pair image by image): ``correct`` is ``(models, N)`` right-or-wrong; returns
+    ``(points (models,), replicates (models, R))``."""
+    c = 100 * np.asarray(correct, dtype=float)
+    n = c.shape[1]
+    w = np.random.default_rng([seed, 9]).multinomial(n, np.full(n, 1.0 / n), size=int(n_resamples)).astype(float)
+    return c.mean(1), c @ w.T / n
+
+
+def group_means(points: np.ndarray, reps: np.ndarray, groups: dict[str, Any], *, group: str
+                ) -> dict[str, ed.report.Estimate]:
+    """``{f"{name}_mean": Estimate}``: each group's mean top-1 over its models (rows of ``points``/``reps``), its
+    replicates from the shared image resampling (:func:`model_replicates`)."""
+    return {f"{g}_mean": ed.report.Estimate(float(np.mean(points[rows])), reps[rows].mean(0), "evaluation samples",
+                                            "bootstrap", group)
+            for g, rows in groups.items() if len(rows)}
+
+
+def dealt_groups_null(points: np.ndarray, reps: np.ndarray, groups: dict[str, Any], *, draws: int, seed: int
+                      ) -> ed.report.Null:
+    """Null data for orderings of groups of models: the models dealt at random into groups of the same sizes,
+    each draw's group means with the replicates of the shared image resampling.
+
+    >>> pts, reps = np.array([90.0, 80, 70, 60]), np.tile([[90.0], [80], [70], [60]], (1, 5))
+    >>> null = dealt_groups_null(pts, reps, {"a": [0, 1], "b": [2, 3]}, draws=4, seed=0)
+    >>> sorted(null.draws[0]), sorted(round(d["a_mean"].value + d["b_mean"].value) for d in null.draws)
+    (['a_mean', 'b_mean'], [150, 150, 150, 150])
+    """
+    rows = [r for g in groups.values() for r in g]
+    sizes = {g: len(v) for g, v in groups.items()}
+
+    def make(rng: np.random.Generator) -> dict[str, ed.report.Estimate]:
+        dealt, start, out = rng.permutation(rows), 0, {}
+        for g, k in sizes.items():
+            out[g], start = dealt[start:start + k], start + k
+        return group_means(points, reps, out, group=f"dealt-{rng.integers(2**31)}")
+
+    shown = ", ".join(f"{k} {g}" for g, k in sizes.items())
+    return ed.report.null_draws(f"the models dealt at random into groups of the same sizes ({shown})", make,
+                                draws=draws, seed=seed)
+
+
+def derangements(m: int) -> list[tuple[int, ...]]:
+    """Every permutation of ``range(m)`` that moves every element (member ``i`` paired with another member
+    ``p[i]``): the measuring-diversity page's null pairs each member with another's adversarial examples.
+
+    >>> derangements(3), len(derangements(4))
+    ([(1, 2, 0), (2, 0, 1)], 9)
+    """
+    import itertools
+
+    return [p for p in itertools.permutations(range(m)) if all(i != j for i, j in enumerate(p))]

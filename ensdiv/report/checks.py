@@ -262,7 +262,8 @@ def evaluate(check: Check, values: Values, *, level: float = LEVEL) -> Outcome:
 
     Returns:
         The :class:`Outcome`: ``result`` None when a needed quantity is missing, NaN or infinite (or the rule
-        raises ``KeyError``); ``"inconclusive"`` only when the statistic has an interval that straddles.
+        raises ``KeyError``, or a ratio's denominator is zero); ``"inconclusive"`` only when the statistic has an
+        interval that straddles.
     """
     for name in check.needs:
         if _number(values.get(name), name) is None:
@@ -281,7 +282,7 @@ def evaluate(check: Check, values: Values, *, level: float = LEVEL) -> Outcome:
         if check.rule is None:
             raise InvalidInputError(f"Check {check.name!r} has neither a rule nor a statistic and region.")
         return Outcome("pass" if check.rule(points) else "fail")
-    except KeyError:
+    except (KeyError, ZeroDivisionError):  # a quantity missing, or a ratio over a zero point value
         return Outcome(None)
 
 
@@ -295,12 +296,16 @@ NO_NULL = "no null built from this run's data"
 TYPED_NULL = "a value typed on the page is not a null built from this run's data"
 
 
-def _null(null: Any) -> dict[str, Any]:
+def _null(null: Any, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``null``/``null_reason`` fields for a builder's ``null=`` argument: a :class:`Null` is kept; a number
-    or mapping typed on the page (the former point-on-the-bound null) is kept out, with the reason."""
+    or mapping typed on the page (the former point-on-the-bound null) is kept out, with the reason. A
+    ``null_reason`` among the builder's ``options`` (why no null can be built) is taken from them and kept when
+    there is no null."""
+    reason = (options or {}).pop("null_reason", "")
     if isinstance(null, Null):
         return {"null": null}
-    return {"null": None, "null_reason": NO_NULL if null is None else TYPED_NULL}
+    return {"null": None, "null_reason": reason if reason and null is None else NO_NULL if null is None
+            else TYPED_NULL}
 
 
 def less(a: str, b: str, *, name: str | None = None, margin: float = 0.0, cites: str = "", null: Null | None = None,
@@ -310,7 +315,7 @@ def less(a: str, b: str, *, name: str | None = None, margin: float = 0.0, cites:
     :class:`Check` fields (``evidence``, ``unit``, ``gates``, ``implied_by``)."""
     by = f" by more than {margin:g}" if margin else ""
     return Check(_fmt_name(f"{a} is less than {b}{by}", name), needs=(a, b), statistic=lambda v: v[a] - v[b],
-                 region=("<", -margin), cites=cites, **_null(null), **options)
+                 region=("<", -margin), cites=cites, **_null(null, options), **options)
 
 
 def greater(a: str, b: str, *, name: str | None = None, margin: float = 0.0, cites: str = "",
@@ -319,7 +324,7 @@ def greater(a: str, b: str, *, name: str | None = None, margin: float = 0.0, cit
     ``null`` and ``options`` as in :func:`less`."""
     by = f" by more than {margin:g}" if margin else ""
     return Check(_fmt_name(f"{a} is greater than {b}{by}", name), needs=(a, b), statistic=lambda v: v[a] - v[b],
-                 region=(">", margin), cites=cites, **_null(null), **options)
+                 region=(">", margin), cites=cites, **_null(null, options), **options)
 
 
 def noninferior(a: str, b: str, *, margin: float, higher_is_better: bool = True, name: str | None = None,
@@ -337,28 +342,28 @@ def noninferior(a: str, b: str, *, margin: float, higher_is_better: bool = True,
     word = "lower" if higher_is_better else "higher"
     return Check(_fmt_name(f"{a} is not {word} than {b} by more than {margin:g}", name), needs=(a, b),
                  statistic=lambda v: v[a] - v[b], region=(">", -margin) if higher_is_better else ("<", margin),
-                 cites=cites, truth=truth, absence=True, **_null(null), **options)
+                 cites=cites, truth=truth, absence=True, **_null(null, options), **options)
 
 
 def ratio_above(a: str, b: str, ratio: float, *, name: str | None = None, cites: str = "", null: Null | None = None,
                 **options: Any) -> Check:
     """Check that ``a / b > ratio`` (``b`` positive); ``null`` and ``options`` as in :func:`less`."""
     return Check(_fmt_name(f"{a} is more than {ratio:g} times {b}", name), needs=(a, b),
-                 statistic=lambda v: v[a] / v[b], region=(">", ratio), cites=cites, **_null(null), **options)
+                 statistic=lambda v: v[a] / v[b], region=(">", ratio), cites=cites, **_null(null, options), **options)
 
 
 def negative(a: str, *, name: str | None = None, cites: str = "", null: Null | None = None,
              **options: Any) -> Check:
     """Check that ``a < 0``; ``null`` and ``options`` as in :func:`less`."""
     return Check(_fmt_name(f"{a} is negative", name), needs=(a,), statistic=lambda v: v[a], region=("<", 0.0),
-                 cites=cites, **_null(null), **options)
+                 cites=cites, **_null(null, options), **options)
 
 
 def positive(a: str, *, name: str | None = None, cites: str = "", null: Null | None = None,
              **options: Any) -> Check:
     """Check that ``a > 0``; ``null`` and ``options`` as in :func:`less`."""
     return Check(_fmt_name(f"{a} is positive", name), needs=(a,), statistic=lambda v: v[a], region=(">", 0.0),
-                 cites=cites, **_null(null), **options)
+                 cites=cites, **_null(null, options), **options)
 
 
 def correlated(r: str, *, sign: int, name: str | None = None, cites: str = "", null: Null | None = None,
@@ -370,7 +375,7 @@ def correlated(r: str, *, sign: int, name: str | None = None, cites: str = "", n
         raise InvalidInputError(f"correlated() needs sign=1 or sign=-1, got {sign!r}.")
     word = "positive" if sign > 0 else "negative"
     return Check(_fmt_name(f"the correlation {r} is {word}", name), needs=(r,), statistic=lambda v: v[r],
-                 region=(">" if sign > 0 else "<", 0.0), cites=cites, **_null(null), **options)
+                 region=(">" if sign > 0 else "<", 0.0), cites=cites, **_null(null, options), **options)
 
 
 def below(a: str, threshold: float, *, name: str | None = None, null: Null | float | None = None,
@@ -400,7 +405,7 @@ def significant(p: str, *, alpha: float = 0.05, name: str | None = None, cites: 
     """Check that the p-value ``p`` is below ``alpha`` (``null``: the p-value recomputed on null data).
     Prefer an interval check (:func:`correlated`, :func:`greater`) where the quantity has replicates."""
     return Check(_fmt_name(f"{p} is significant at the {alpha:g} level", name), needs=(p,),
-                 statistic=lambda v: v[p], region=("<", alpha), cites=cites, **_null(null), **options)
+                 statistic=lambda v: v[p], region=("<", alpha), cites=cites, **_null(null, options), **options)
 
 
 def within(a: str, b: str, *, rel: float | None = None, abs: float | None = None, name: str | None = None,
@@ -426,7 +431,7 @@ def within(a: str, b: str, *, rel: float | None = None, abs: float | None = None
         return (v[a] - v[b]) / tol if tol > 0 else (v[a] - v[b]) * math.inf
 
     return Check(_fmt_name(f"{a} is within {' or '.join(tols)} of {b}", name), needs=(a, b), statistic=scaled,
-                 region=("within", 1.0), cites=cites, truth=truth, absence=True, **_null(null), **options)
+                 region=("within", 1.0), cites=cites, truth=truth, absence=True, **_null(null, options), **options)
 
 
 def _check_scale(scale: str) -> None:

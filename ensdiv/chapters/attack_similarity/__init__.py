@@ -34,7 +34,7 @@ from torch import nn
 
 import ensdiv as ed
 from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
-from ensdiv.chapters.attack_similarity import intervals, release
+from ensdiv.chapters.attack_similarity import evidence, intervals, release
 from ensdiv.chapters.zoo import EVAL_SET, zoo_recipes
 
 SLUG = "attack-similarity"
@@ -45,6 +45,7 @@ __all__ = [
     "preset",
     "release",
     "intervals",
+    "evidence",
     "chapter_recipes",
     "chapter_eval_set",
     "chapter_labels",
@@ -360,9 +361,10 @@ PRESETS["attack-similarity/figD2_similarity_matrix"]["paper"].update(
 PRESETS.update({
     "attack-similarity/tabD1_within_architecture": _zoo(**_WITHIN),
     "attack-similarity/fig02_similarity_vs_err": _zoo(common={"ci": 0.90}),
+    # null_draws: draws of the dealt-clusters null (each draws the ensembles anew)
     "attack-similarity/fig03_cluster_ensembles": _zoo(
-        common={"n_draws": 50},
-        smoke={"n_clusters": 2, "max_members": 3},
+        common={"n_draws": 50, "null_draws": 200},
+        smoke={"n_clusters": 2, "max_members": 3, "null_draws": 50},
         cpu={"n_clusters": 4, "max_members": 6},
         paper={"n_clusters": 10, "max_members": 8},  # §3: K = 10 clusters of the 69 models
     ),

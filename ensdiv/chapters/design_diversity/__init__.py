@@ -28,6 +28,15 @@ from torch import nn
 
 import ensdiv as ed
 from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
+from ensdiv.chapters.design_diversity.evidence import adjusted_r2 as _adjusted_r2
+from ensdiv.chapters.design_diversity.evidence import (
+    bootstrap_counts,
+    mean_estimates,
+    member_null,
+    permute_rows,
+    swap_within,
+    weighted_null,
+)
 from ensdiv.chapters.design_diversity.paper import (
     PAPER_FIG_A,
     PAPER_TABLE1,
@@ -54,7 +63,8 @@ __all__ = [
     "chapter_attributions", "accuracy_table", "diversity_sweep", "minmax", "arch_class", "training_approach",
     "adjusted_r2", "recipe_settings", "zoo_recipes", "eval_set_key", "member_module", "member_cache_config",
     "SMOKE_ZOO", "PAPER_ZOO", "PAPER_ZOO_STANDS_FOR", "table_i_id", "nan_estimate", "member_estimates", "pearson",
-    "correct", "ensemble_correct",
+    "correct", "ensemble_correct", "bootstrap_counts", "mean_estimates", "member_null", "permute_rows",
+    "swap_within", "weighted_null",
 ]  # fmt: skip
 
 SET_KEYS = ("clean", "v2", "plasma", "checkerboard", "waterdrop", "lines")
@@ -294,16 +304,9 @@ def diversity_sweep(logits: torch.Tensor, labels: torch.Tensor, attr: torch.Tens
 
 
 def adjusted_r2(y: Any, groups: Any = None, x: Any = None) -> float:
-    """Adjusted R² of ``y`` explained by a categorical ``groups`` (one-way ANOVA) or a numeric ``x`` (OLS)."""
-    import statsmodels.api as sm
-
-    y = np.asarray(y, dtype=float)
-    if groups is not None:
-        design = pd.get_dummies(pd.Series(list(groups)), drop_first=True, dtype=float).to_numpy()
-    else:
-        design = np.asarray(x, dtype=float)[:, None]
-    fit = sm.OLS(y, sm.add_constant(design, has_constant="add")).fit()
-    return float(fit.rsquared_adj)
+    """Adjusted R² of ``y`` explained by a categorical ``groups`` (one-way ANOVA) or a numeric ``x`` (OLS), by
+    ordinary least squares (:func:`ensdiv.chapters.design_diversity.evidence.adjusted_r2`)."""
+    return _adjusted_r2(y, groups=groups, x=x)
 
 
 def recipe_settings(member: Any) -> dict:

@@ -85,7 +85,8 @@ def plateau_budget(curve: pd.DataFrame, *, tolerance: float = 1.0) -> dict[str, 
         no budget is — the methods peak at different budgets — the budget of the smallest worst gap is
         chosen and ``within`` is False), ``gap`` (each method's distance from its best at that budget,
         points), ``still_rising`` (methods whose two largest budgets differ by more than ``tolerance``:
-        their best is not yet a plateau).
+        their best is not yet a plateau), ``converged`` (True only when the curve has at least two budgets,
+        no method is still rising and the chosen budget is within: the plateau is measured, not assumed).
     """
     if curve.empty:
         raise InvalidInputError("plateau_budget needs a non-empty budget curve.")
@@ -101,7 +102,32 @@ def plateau_budget(curve: pd.DataFrame, *, tolerance: float = 1.0) -> dict[str, 
         last, before = wide.iloc[-1], wide.iloc[-2]
         rising = [m for m in wide.columns if last[m] - before[m] > tolerance]
     gap = (best - wide.loc[chosen]).round(3).to_dict()
-    return {"epochs": chosen, "within": bool(within.loc[chosen]), "gap": gap, "still_rising": rising}
+    # a plateau needs evidence that the curve has flattened: at least two budgets, no method gaining more than
+    # the tolerance between the two largest, and the chosen budget within the tolerance of every best. The
+    # largest budget is always "within" of its own best, so "within" alone cannot say "not converged".
+    converged = len(wide) >= 2 and not rising and bool(within.loc[chosen])
+    return {"epochs": chosen, "within": bool(within.loc[chosen]), "gap": gap, "still_rising": rising,
+            "converged": converged}
+
+
+def plateau_sentence(choice: dict[str, Any], epochs: int, *, tolerance: float = 1.0,
+                     labels: dict[str, str] | None = None) -> str:
+    """One sentence on whether ``epochs`` (Table 1's budget) is converged by :func:`plateau_budget`'s
+    ``choice``: the word "converged" only when the curve flattened there."""
+    name = (labels or {}).get
+    if choice["converged"] and epochs >= choice["epochs"]:
+        return (f"Converged: every method is within {tolerance:g} point(s) of its best from {choice['epochs']} "
+                f"epochs on, and none gains more than {tolerance:g} between the two largest budgets.")
+    why = []
+    if choice["still_rising"]:
+        why.append("still gaining more than " f"{tolerance:g} point(s) at the largest budget: "
+                   + ", ".join(name(m) or m for m in choice["still_rising"]))
+    if epochs < choice["epochs"]:
+        why.append(f"{epochs} epochs is below the cheapest budget within {tolerance:g} point(s) of every best "
+                   f"({choice['epochs']})")
+    if not choice["within"]:
+        why.append(f"no budget has every method within {tolerance:g} point(s) of its best")
+    return f"Not converged at {epochs} epochs ({'; '.join(why) or 'too few budgets measured'})."
 
 
 def recorded_curve(cfg: dict, path: str | Path) -> tuple[pd.DataFrame, str]:
@@ -122,7 +148,12 @@ def recorded_curve(cfg: dict, path: str | Path) -> tuple[pd.DataFrame, str]:
     except (OSError, ValueError):
         return empty, f"No recorded budget curve at {path}: only this run's budgets are shown."
     recipe = record.get("recipe", {})
-    differ = [k for k in CURVE_RECIPE_KEYS if recipe.get(k) != (list(cfg[k]) if isinstance(cfg[k], tuple) else cfg[k])]
+    def mine(k: str) -> Any:
+        value = list(cfg[k]) if isinstance(cfg[k], tuple) else cfg[k]
+        return value[:1] if k == "seeds" else value  # the curve is trained with the preset's first seed
+
+    differ = [k for k in CURVE_RECIPE_KEYS if (recipe.get(k)[:1] if k == "seeds" and recipe.get(k) else
+                                               recipe.get(k)) != mine(k)]
     if differ:
         return empty, (f"The recorded budget curve ({path}) was made with another recipe ({', '.join(differ)} "
                        "differ): not used; only this run's budgets are shown.")

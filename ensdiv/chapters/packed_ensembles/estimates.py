@@ -196,3 +196,55 @@ def _statistic(q: Measure, per_run: list, labels: Mapping[str, Tensor], cfg: dic
         return float(np.mean([float(mt.ece(d["probs"][i], y[i], n_bins=15, validate_args=False))
                               for _, d in per_run]))
     return ece_stat
+
+
+def swap_null(ours: Mapping[str, Any], a: str, b: str, *, seed: int) -> ed.report.Null:
+    """Null data for "``a`` differs from ``b``" (two methods trained with the same seeds): the two swapped at
+    random within each seed (:func:`ensdiv.report.seed_flips`) when both are per-seed estimates; on one run
+    (a bootstrap over the images, smoke) ``b``'s results standing in for ``a`` (no effect by construction)."""
+    ea, eb = ours[a], ours[b]
+    if all(getattr(e, "kind", None) == "seeds" for e in (ea, eb)):
+        return ed.report.seed_flips(ours, a, b, seed=seed)
+    return stand_in(ours, a, b)
+
+
+def stand_in(ours: Mapping[str, Any], a: str, b: str, *, rotate: bool = False) -> ed.report.Null:
+    """Null (or truth) data: ``b``'s results standing in for ``a``'s. With ``rotate`` and per-seed estimates,
+    ``b``'s runs shifted by one to ``S - 1`` seeds (``b``'s seed ``s + k`` in place of ``a``'s seed ``s``): the
+    same method with the pairing broken, one draw per shift; otherwise one draw, ``b`` itself."""
+    eb = ours[b]
+    if rotate and getattr(eb, "kind", None) == "seeds" and len(eb.replicates) > 1:
+        runs = np.asarray(eb.replicates, dtype=float)
+        draws = [{a: ed.report.from_seeds(np.roll(runs, -k), source=eb.source)} for k in range(1, runs.size)]
+        return ed.report.Null(f"{b}'s runs, their seeds shifted by 1 to {runs.size - 1}, in place of {a}'s", draws)
+    return ed.report.Null(f"{b}'s results in place of {a}'s", [{a: eb}])
+
+
+def criteria_null(ours: Mapping[str, Any], names: Mapping[str, Mapping[str, str]], *, seed: int,
+                  draws: int = 200) -> ed.report.Null:
+    """Null data for "one OOD criterion is the best": the criteria's labels permuted at random within each
+    method and seed, so no criterion is better than another but by chance.
+
+    Args:
+        ours: the estimates. names: ``{method: {criterion: quantity name}}``.
+        seed, draws: the permutations'.
+
+    Per-seed estimates are permuted seed by seed; estimates of one run (a bootstrap) are permuted whole."""
+    rng = np.random.default_rng(seed)
+
+    def draw() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for quantities in names.values():
+            keys = list(quantities.values())
+            ests = [ours[k] for k in keys]
+            if all(getattr(e, "kind", None) == "seeds" for e in ests):
+                runs = np.stack([np.asarray(e.replicates, dtype=float) for e in ests])  # (criteria, seeds)
+                perm = np.stack([rng.permutation(len(keys)) for _ in range(runs.shape[1])], axis=1)
+                shuffled = np.take_along_axis(runs, perm, axis=0)
+                out.update({k: ed.report.from_seeds(shuffled[i], source=ests[i].source) for i, k in enumerate(keys)})
+            else:
+                out.update({k: ests[j] for k, j in zip(keys, rng.permutation(len(keys)), strict=True)})
+        return out
+
+    return ed.report.Null("the criteria's labels permuted at random within each method and seed",
+                          [draw() for _ in range(int(draws))])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -16,6 +17,7 @@ from torch import Tensor, nn
 import ensdiv as ed
 from ensdiv.chapters.packed_ensembles.methods import method_logits, recipes_for
 from ensdiv.errors import InvalidInputError, unknown_name
+from ensdiv.paths import project_root
 
 TIMING_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -193,3 +195,61 @@ def disagreement_per_image(logits: Tensor) -> np.ndarray:
 #: Table 1's (training set, backbone) blocks and the reference implementation's recipe of each: the
 #: CIFAR-10 / ResNet-18 block uses heavy-ball momentum and ×0.1 at epochs 25/50 of 75, the other three
 #: Nesterov momentum and ×0.2 at epochs 60/120/160 (200 epochs, read from the last milestone).
+
+
+#: The GPU run of the timing pages (benchmarks/bench_gpu_pages.py on a lent H200), relative to the project root.
+GPU_RECORD = "benchmarks/results/gpu_pages.json"
+
+
+def gpu_record(item: str, path: str = GPU_RECORD) -> tuple[dict[str, float], str]:
+    """The speed ratios a GPU run of ``item``'s page recorded (``{"<quantity> (GPU)": value}``, point values)
+    and one sentence naming the device and date; ``({}, reason)`` when the file or the item is missing."""
+
+    try:
+        record = json.loads((project_root() / path).read_text())
+    except (OSError, ValueError):
+        return {}, f"No GPU record at {path}."
+    found = record.get("gpu_claim_measurements", {}).get(item)
+    if not found:
+        return {}, f"{path} holds no GPU measurement of {item}."
+    facts = {f"{q} (GPU)": round(float(v["value"]), 3) for q, v in found.items()}
+    return facts, (f"Recorded on a GPU ({record.get('device', '?')}, torch {record.get('torch', '?')}, "
+                   f"{record.get('when', '?')}; {path}): a fact of that run, not re-measured here.")
+
+
+def share_draws(per_image: dict[str, np.ndarray], a: str, b: str, *, share: float, construction: str,
+                draws: int = 100, n_resamples: int = 200, seed: int) -> ed.report.Null:
+    """Null (or truth) data for "``a`` gives about as much as ``b``" on per-image values (App. F's
+    disagreements): each draw resamples the test images, rescales ``a``'s per-image values so that their mean
+    is ``share`` times ``b``'s on that resample (``share`` 1: the claim true; below the margin: false), and
+    gives both a paired bootstrap over the images. ``a`` with no disagreement at all is replaced by ``b``'s
+    values times ``share``."""
+    x, y = np.asarray(per_image[a], dtype=float), np.asarray(per_image[b], dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise InvalidInputError(f"share_draws needs two (N,) arrays of one test set, got {x.shape} and {y.shape}.")
+    rng = np.random.default_rng(seed)
+
+    def draw(k: int) -> dict[str, Any]:
+        idx = rng.integers(0, x.size, x.size)
+        xa, yb = x[idx], y[idx]
+        scaled = xa * (share * yb.mean() / xa.mean()) if xa.mean() > 0 else yb * share
+        return ed.report.paired_bootstrap({a: scaled, b: yb}, n_resamples=n_resamples, seed=seed + k)
+
+    return ed.report.Null(construction, [draw(k) for k in range(int(draws))])
+
+
+#: Why a timing claim of the paper (GPU parallelism) is not testable on a CPU.
+GPU_PREMISE = "GPU parallelism; this run times CPU processes"
+
+
+def gpu_premise(device: str) -> str:
+    """``untestable=`` for a timing claim about GPU parallelism: empty on a CUDA device, else :data:`GPU_PREMISE`."""
+    return "" if str(device).startswith("cuda") else GPU_PREMISE
+
+
+def same_model_null(speeds: pd.DataFrame, quantity: str, b: str, *, column: str = "inference images/s",
+                    dtype: str = "float32") -> ed.report.Null:
+    """Null data for "``a`` runs faster than ``b``": ``b``'s own timings in place of ``a``'s (the ratio of
+    ``b`` to itself, round by round: no speed-up by construction)."""
+    return ed.report.Null(f"{b}'s timings in place of the faster model's ({quantity} = {b} over itself)",
+                          [{quantity: speed_ratio(speeds, b, b, column=column, dtype=dtype)}])

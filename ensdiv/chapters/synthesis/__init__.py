@@ -44,7 +44,11 @@ PDS and BMA (negated confidence) as scores.
 size) stratum, with intervals from a bootstrap over *members* (ensembles sharing a member move together),
 Benjamini-Hochberg q-values over each table's family, partial Spearman controlling for mean member accuracy
 (:func:`partial_spearman`), the measure-by-measure matrix, and the ranked table chosen on one half of the
-ensembles and reported on the other (:func:`ranked_table`).
+ensembles and reported on the other, the halves sharing no member (:func:`ranked_table`, :func:`member_halves`).
+The claims page measures on one half of the test images and scores the outcomes on the other
+(:func:`image_halves`; on the same images a pair's gain over its mean member is tied to its error inconsistency
+by an identity, :func:`pair_gain_terms`), and every claim check runs on null data (:func:`permuted_rho_null`,
+:func:`sign_flip_null`, :func:`shuffled_votes_null`).
 """
 
 from __future__ import annotations
@@ -59,17 +63,24 @@ from ensdiv.chapters.synthesis.measures import (
     MEASURES,
     OUTCOMES,
     SIMILARITY_MEASURES,
+    image_halves,
     measure_table,
     outcome_table,
+    pair_gain_terms,
+    shuffled_votes_null,
 )
 from ensdiv.chapters.synthesis.pools import ROLES, SOURCES, Member, Pool, Population, eval_sets, population
 from ensdiv.chapters.synthesis.stats import (
     correlation_table,
     measure_matrix,
     member_bootstrap,
+    member_halves,
     member_resample,
     partial_spearman,
+    permuted_rho_null,
     ranked_table,
+    rho_estimate,
+    sign_flip_null,
     spearman_ci,
     spearman_many,
     strata,
@@ -79,7 +90,8 @@ __all__ = [
     "SLUG", "PRESETS", "preset", "ROLES", "SOURCES", "MEASURES", "OUTCOMES", "SIMILARITY_MEASURES", "CONTROL", "Member",
     "Pool", "Population", "eval_sets", "population", "measure_table", "outcome_table", "spearman_ci",
     "member_bootstrap", "member_resample", "spearman_many", "partial_spearman", "strata", "correlation_table",
-    "measure_matrix", "ranked_table",
+    "measure_matrix", "ranked_table", "member_halves", "rho_estimate", "permuted_rho_null", "sign_flip_null",
+    "image_halves", "pair_gain_terms", "shuffled_votes_null",
 ]
 
 SLUG = "synthesis"
@@ -91,20 +103,24 @@ _COMMON = {"seed": 0, "sets": _SETS, "sources": list(SOURCES), "sizes": [2, 3], 
            "packed_preset": "tab01_efficient_ensembles"}
 _SCALES = {
     "smoke": {"eval_subset": 300, "zoo_triples": 6, "dd_triples": 4, "per_run": 1, "n_boot": 50, "cka_images": 64,
+              "n_null_draws": 20, "null_resamples": 50,
               "packed_methods": ["packed", "deep_ensemble"], "sed_methods": ["deep_ensemble", "sed_det"]},
     "cpu": {"eval_subset": 2000, "zoo_triples": 40, "dd_triples": 40, "per_run": 2, "n_boot": 1000,
+            "n_null_draws": 200, "null_resamples": 200,
             "cka_images": 500, "packed_methods": ["packed", "batchensemble", "mimo", "masksembles", "deep_ensemble"],
             "sed_methods": list(sed.METHODS)},
     # paper scale: every pool on ImageNet sets; Packed-Ensembles' ImageNet models are Table 2's (PE-(3, 4, 1)
     # ResNet-50 and the baselines on its recipe)
     "paper": {"eval_subset": 5000, "zoo_triples": 100, "dd_triples": 100, "per_run": 2, "n_boot": 2000,
+              "n_null_draws": 200, "null_resamples": 500,
               "cka_images": 1000, "packed_methods": ["packed", "batchensemble", "mimo", "masksembles",
                                                      "deep_ensemble"], "sed_methods": list(sed.METHODS),
               "packed_preset": "tab02_imagenet_ood_shift",
               "sets": {"clean": "imagenet/val", "corruption": "imagenet-c/gaussian_noise/3",
                        "rendition": "imagenet-r", "ood": "inaturalist"}},
 }
-_RANGES = {"n_boot": ed.config.at_least(10), "per_run": ed.config.at_least(1),
+_RANGES = {"n_boot": ed.config.at_least(10), "n_null_draws": ed.config.at_least(1),
+           "null_resamples": ed.config.at_least(10), "per_run": ed.config.at_least(1),
            "zoo_triples": ed.config.at_least(0), "dd_triples": ed.config.at_least(0),
            "cka_images": ed.config.at_least(2)}
 
@@ -118,6 +134,7 @@ PRESETS = {f"{SLUG}/{stem}": _scaled() for stem in
 # a dry run of the paper presets (ensdiv run --dry-run): a few images, ensembles and members of every source (each
 # other chapter's dry sizes apply to the models it trains)
 add_dry_blocks(PRESETS, {"eval_subset": 8, "zoo_triples": 2, "dd_triples": 2, "per_run": 1, "n_boot": 50,
+                         "n_null_draws": 5, "null_resamples": 20,
                          "cka_images": 8, "sizes": [2]},
                pick={"categories": ["reinit"], "packed_methods": ["packed", "deep_ensemble"],
                      "sed_methods": ["deep_ensemble", "sed_det"]})

@@ -19,6 +19,11 @@ from ensdiv import metrics as mt
 from ensdiv.chapters import attack_similarity as asim
 from ensdiv.chapters import design_diversity as dd
 from ensdiv.chapters.synthesis.pools import Pool, Population, _dd_cfg, eval_sets
+from ensdiv.chapters.synthesis.stats import member_bootstrap, rho_estimate
+from ensdiv.report import null_draws
+
+__all__ = ["MEASURES", "OUTCOMES", "SIMILARITY_MEASURES", "CONTROL", "measure_table", "outcome_table", "image_halves",
+           "pair_gain_terms", "shuffled_votes_null"]
 
 #: measure -> (label, paper that uses it)
 MEASURES = {
@@ -180,3 +185,92 @@ def outcome_table(pop: Population) -> pd.DataFrame:
     return pd.concat(parts).loc[pop.ensembles.index, [*OUTCOMES, CONTROL, "ensemble_acc"]]
 
 
+
+
+def image_halves(pop: Population, *, seed: int) -> tuple[Population, Population]:
+    """The population on two disjoint halves of every evaluation set's images: the first to *measure* the
+    ensembles on, the second to score their *outcomes* on, so that a measure and an outcome never read the same
+    image (on one set, a pair's gain over its mean member is its error inconsistency times how often the average
+    resolves a split vote, minus nothing: :func:`pair_gain_terms`). Sets of equal size (the shifted sets made
+    from the clean images one by one) are split by one permutation, so an image's corrupted copy falls in the
+    same half as the image.
+
+    Measures read from other chapters' own images (CKA's seeded clean subset, SAT's attacked images,
+    design-diversity's saliency maps) are not split.
+    """
+    def cut(first: bool) -> Population:
+        keep = {}
+        for role, y in pop.labels.items():
+            order = np.random.default_rng([seed, 11]).permutation(int(y.shape[0]))
+            half = order[: y.shape[0] // 2] if first else order[y.shape[0] // 2:]
+            keep[role] = torch.as_tensor(np.sort(half), dtype=torch.long)
+        pools = {s: Pool(p.source, p.members, {r: z[:, keep[r]] for r, z in p.logits.items()}, p.recipes)
+                 for s, p in pop.pools.items()}
+        return Population(pools, {r: y[keep[r]] for r, y in pop.labels.items()}, pop.ensembles, pop.cfg)
+
+    return cut(True), cut(False)
+
+
+def pair_gain_terms(pop: Population, source: str = "zoo") -> pd.DataFrame:
+    """For every two-member ensemble of ``source`` on the clean images: error inconsistency ``ei`` (the fraction
+    of images where exactly one member is right), ``resolved`` (how often the averaged probabilities are right on
+    those images), ``both_wrong`` and ``rescued`` (the fraction where both are wrong, and how often the average is
+    right there), and the gain over the mean member ``gain_mean`` (points). On one set of images these obey, for
+    any members, ``gain_mean = 100 * (ei * (resolved - 1/2) + both_wrong * rescued)`` (both right: the average is
+    right): an identity, shown as a fact, never evidence that error inconsistency predicts the gain.
+
+    >>> import torch
+    >>> z = torch.log(torch.tensor([[[.6, .4], [.6, .4], [.4, .6]], [[.3, .7], [.9, .1], [.3, .7]]]))
+    >>> pool = Pool("zoo", [], {"clean": z})
+    >>> ens = pd.DataFrame({"source": ["zoo"], "size": [2], "idx": [(0, 1)]})
+    >>> t = pair_gain_terms(Population({"zoo": pool}, {"clean": torch.tensor([0, 0, 0])}, ens, {}))
+    >>> [round(float(t[k].iloc[0]), 4) for k in ("ei", "resolved", "gain_mean")]  # the one split vote goes wrong
+    [0.3333, 0.0, -16.6667]
+    """
+    pool, y = pop.pools[source], pop.labels["clean"]
+    ens = pop.ensembles[(pop.ensembles.source == source) & (pop.ensembles["size"] == 2)]
+    rows = []
+    for i, j in ens["idx"]:
+        z = pool.logits["clean"][[i, j]]
+        right = (z.argmax(-1) == y).double()  # (2, N)
+        avg = (z.softmax(-1).mean(0).argmax(-1) == y).double()
+        split, wrong = right.sum(0) == 1, right.sum(0) == 0
+        ei, bw = float(split.double().mean()), float(wrong.double().mean())
+        rows.append({"ei": ei, "resolved": float(avg[split].mean()) if split.any() else float("nan"),
+                     "both_wrong": bw, "rescued": float(avg[wrong].mean()) if wrong.any() else 0.0,
+                     "gain_mean": 100 * float(avg.mean() - right.mean())})
+    out = pd.DataFrame(rows, index=ens.index, columns=["ei", "resolved", "both_wrong", "rescued", "gain_mean"])
+    return out.assign(identity_gap=(out.gain_mean - 100 * (out.ei * (out.resolved.fillna(0.5) - 0.5)
+                                                           + out.both_wrong * out.rescued)).abs())
+
+
+def shuffled_votes_null(pop: Population, rows: pd.Index, *, name: str, seed: int, draws: int = 200,
+                        n_boot: int = 200) -> Any:
+    """Null data for the redundancy of disagreement and equitability over the ensembles ``rows`` (one stratum):
+    each member's clean-set votes shuffled over the images on its own (each member keeps how often it votes for
+    each class; whatever links two members' votes, image by image, is gone), both measures recomputed, and their
+    |Spearman ρ| with a member bootstrap of ``n_boot`` resamples. A ρ that stays high here is a property of
+    the two definitions, not of the members.
+    """
+
+    ens = pop.ensembles.loc[rows]
+    members = list(ens["idx"])
+
+    def make(rng: np.random.Generator) -> dict[str, Any]:
+        d, e = [], []
+        votes = {}
+        for source, t in zip(ens["source"], ens["idx"], strict=True):
+            pool = pop.pools[source]
+            for m in t:
+                if (source, m) not in votes:
+                    v = pool.logits["clean"][m].argmax(-1)
+                    votes[(source, m)] = v[torch.as_tensor(rng.permutation(v.shape[0]))]
+            preds = torch.stack([votes[(source, m)] for m in t])
+            d.append(float(mt.disagreement(preds)))
+            e.append(float(mt.equitability(preds, num_classes=pool.logits["clean"].shape[-1]).mean()))
+        r = member_bootstrap(d, e, members, n_boot=n_boot, seed=int(rng.integers(2**31)))
+        est = rho_estimate(r)
+        return {name: type(est)(abs(est.value), np.abs(est.replicates), est.source, est.kind, est.group)}
+
+    return null_draws("each member's votes shuffled over the clean images on its own, both measures recomputed",
+                      make, draws=draws, seed=seed)

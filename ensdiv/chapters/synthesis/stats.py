@@ -14,7 +14,11 @@ members (every zoo pair contains the base model). So:
   around zero) enters one family per table; Benjamini–Hochberg (:func:`scipy.stats.false_discovery_control`)
   gives the q-values, and a correlation is called non-zero only when ``q < 1 - ci``.
 - **Selection apart from report** (:func:`ranked_table`). The "for predicting X, use Y" table is chosen on
-  one half of each stratum's ensembles and its ρ, interval and q are reported on the other half.
+  one half of each stratum's ensembles and its ρ, interval and q are reported on the other half; the halves
+  share no member (:func:`member_halves`), so the report half is not the selection half's members again.
+- **Nulls** (:func:`permuted_rho_null`): a correlation's null data deal the measure at random over the
+  stratum's ensembles (the members and which ensembles share them kept), each draw with its own member
+  bootstrap.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ import statsmodels.api as sm
 from scipy import stats
 
 from ensdiv.errors import InvalidInputError
-from ensdiv.report.uncertainty import LEVEL, member_resample
+from ensdiv.report.nulls import NULL_DRAWS, Null, null_draws
+from ensdiv.report.uncertainty import LEVEL, Estimate, member_resample
 from ensdiv.report.uncertainty import _member_summary as _summary
 
 __all__ = ["spearman_ci", "spearman_many", "member_resample", "member_bootstrap", "partial_spearman", "strata",
-           "correlation_table", "measure_matrix", "ranked_table"]
+           "correlation_table", "measure_matrix", "member_halves", "ranked_table", "rho_estimate", "permuted_rho_null",
+           "sign_flip_null"]
 
 
 def _finite_pairs(x: Any, y: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -254,21 +260,74 @@ def measure_matrix(measures: pd.DataFrame) -> pd.DataFrame:
     return measures.corr(method="spearman", min_periods=4)
 
 
+def member_halves(groups: Sequence[Sequence[int]], *, seed: int) -> tuple[list[int], list[int]]:
+    """Two halves of a stratum's ensembles that share no member: positions into ``groups``.
+
+    Members in every ensemble (the zoo's base) are fixed by the design and allowed in both halves. The other
+    members are linked when an ensemble holds both; when that leaves several groups of linked members (one
+    Packed-Ensembles or SED run each, or one zoo model each beside the base), whole groups are dealt to the
+    halves at random, the next to the half with fewer ensembles. When every member is linked to every other
+    (design-diversity's triples of one zoo), the members are dealt into two halves at random and an ensemble
+    whose members fall in both is left out of either.
+
+    >>> member_halves([(0, 1), (0, 2), (0, 3), (0, 4)], seed=0)  # the base 0 is fixed: one model each
+    ([2, 3], [0, 1])
+    """
+    groups = [tuple(int(m) for m in g) for g in groups]
+    if not groups:
+        return [], []
+    fixed = set.intersection(*(set(g) for g in groups))
+    parent: dict[int, int] = {}
+
+    def root(m: int) -> int:
+        while parent.setdefault(m, m) != m:
+            m = parent[m]
+        return m
+
+    for g in groups:
+        free = [m for m in g if m not in fixed]
+        for m in free[1:]:
+            parent[root(m)] = root(free[0])
+    rng = np.random.default_rng([seed, 7])
+    comps = sorted({root(m) for g in groups for m in g if m not in fixed})
+    if len(comps) >= 2:
+        side: dict[int, int] = {}
+        sizes = [0, 0]
+        count = {c: sum(1 for g in groups if any(root(m) == c for m in g if m not in fixed)) for c in comps}
+        for c in rng.permutation(comps).tolist():
+            side[c] = int(sizes[1] < sizes[0])
+            sizes[side[c]] += count[c]
+
+        def half_of(g: tuple[int, ...]) -> int | None:
+            return side[root(next(m for m in g if m not in fixed))] if any(m not in fixed for m in g) else None
+    else:
+        free = sorted({m for g in groups for m in g if m not in fixed})
+        dealt = rng.permutation(free).tolist()
+        side = {m: int(i >= len(dealt) // 2) for i, m in enumerate(dealt)}
+
+        def half_of(g: tuple[int, ...]) -> int | None:
+            sides = {side[m] for m in g if m not in fixed}
+            return sides.pop() if len(sides) == 1 else None
+    a = [i for i, g in enumerate(groups) if half_of(g) == 0]
+    b = [i for i, g in enumerate(groups) if half_of(g) == 1]
+    return a, b
+
+
 def ranked_table(measures: pd.DataFrame, outcomes: pd.DataFrame, ensembles: pd.DataFrame, *,
                  outcome_names: Sequence[str], labels: dict[str, str], control: str, n_boot: int, ci: float,
                  seed: int, top: int = 3, min_n: int = 16) -> pd.DataFrame:
     """"For predicting X, use Y", chosen on one half and reported on the other.
 
-    Each stratum's ensembles are split in two halves (seeded). On the *selection* half, the measures whose
-    correlation with the outcome is non-zero after BH are ranked by |ρ| and the ``top`` kept; on the
-    *report* half, the kept measures' ρ, member-bootstrap interval, partial ρ and BH q (over the reported
-    family) are shown. A stratum needs ``min_n`` ensembles (half of them per half).
+    Each stratum's ensembles are split in two halves that share no member (:func:`member_halves`, seeded).
+    On the *selection* half, the measures whose correlation with the outcome is non-zero after BH are ranked
+    by |ρ| and the ``top`` kept; on the *report* half, the kept measures' ρ, member-bootstrap interval,
+    partial ρ and BH q (over the reported family) are shown. A stratum needs ``min_n`` ensembles, and each
+    half ``min_n // 2`` (a stratum whose members are all linked loses the ensembles that straddle the halves).
     """
-    rng = np.random.default_rng(seed)
     halves = {}
     for key, idx in strata(ensembles, min_n=min_n).items():
-        order = rng.permutation(len(idx))
-        halves[key] = (idx[order[: len(idx) // 2]], idx[order[len(idx) // 2:]])
+        a, b = member_halves(list(ensembles.loc[idx, "idx"]), seed=seed)
+        halves[key] = (idx[a], idx[b])
     pick_ens = ensembles.loc[[i for a, _ in halves.values() for i in a]]
     report_ens = ensembles.loc[[i for _, b in halves.values() for i in b]]
     kw = {"outcome_names": outcome_names, "control": control, "n_boot": n_boot, "ci": ci, "seed": seed,
@@ -282,3 +341,68 @@ def ranked_table(measures: pd.DataFrame, outcomes: pd.DataFrame, ensembles: pd.D
     out = out.assign(measure=out.measure.map(labels), interval=[f"[{lo:.2f}, {hi:.2f}]" for lo, hi in
                                                                  zip(out.low, out.high, strict=True)])
     return out[["source", "size", "outcome", "measure", "rho", "interval", "q", "partial", "n"]].reset_index(drop=True)
+
+
+def rho_estimate(r: dict[str, Any], *, group: str | None = None) -> Estimate:
+    """A member-bootstrap result (:func:`member_bootstrap`, :func:`member_resample`) as an
+    :class:`~ensdiv.report.Estimate` over ``"ensemble members"``; results of one stratum, seed and members share
+    their resamples, and the same ``group`` pairs them replicate by replicate."""
+    return Estimate(float(r["rho"]), np.asarray(r["replicates"], dtype=float), "ensemble members", "bootstrap",
+                    group)
+
+
+def permuted_rho_null(name: str, x: Any, y: Any, members: Sequence[Sequence[int]], *, seed: int,
+                      control: Any = None, also: dict[str, tuple[Any, Any]] | None = None, draws: int = NULL_DRAWS,
+                      n_boot: int = 200) -> Null:
+    """Null data for a correlation over one stratum's ensembles: the measure ``x`` dealt at random over the
+    ensembles (the outcome, the members and which ensembles share them kept), each draw's ρ (or partial ρ
+    given ``control``) with its own member bootstrap of ``n_boot`` resamples.
+
+    ``also``: ``{quantity: (x2, y2)}`` further correlations of the same ensembles, each with its measure dealt
+    at random too (independently), for a check that compares two correlations; every quantity of one draw shares
+    one member resampling (paired, like the observed ones).
+
+    >>> null = permuted_rho_null("rho", np.arange(8.0), np.arange(8.0), [(i, i + 8) for i in range(8)], seed=0,
+    ...                          draws=3, n_boot=20)
+    >>> len(null.draws), null.draws[0]["rho"].source
+    (3, 'ensemble members')
+    """
+    x, y = np.array(x, dtype=float).ravel(), np.array(y, dtype=float).ravel()  # copies: pandas views are read-only
+    extra = {k: (np.array(a, dtype=float).ravel(), np.array(b, dtype=float).ravel())
+             for k, (a, b) in (also or {}).items()}
+
+    def make(rng: np.random.Generator) -> dict[str, Estimate]:
+        boot_seed = int(rng.integers(2**31))
+        group = f"null-{boot_seed}"
+        out = {name: rho_estimate(member_bootstrap(rng.permutation(x), y, members, control=control, n_boot=n_boot,
+                                                   seed=boot_seed), group=group)}
+        for k, (a, b) in extra.items():
+            out[k] = rho_estimate(member_bootstrap(rng.permutation(a), b, members, n_boot=n_boot, seed=boot_seed),
+                                  group=group)
+        return out
+
+    what = "the measures" if extra else "the measure"
+    return null_draws(f"{what} dealt at random over the stratum's ensembles (members kept), {n_boot} member "
+                      "resamples each", make, draws=draws, seed=seed)
+
+
+def sign_flip_null(name: str, d: Any, members: Sequence[Sequence[int]], *, seed: int, draws: int = NULL_DRAWS,
+                   n_boot: int = 200) -> Null:
+    """Null data for a mean paired difference over ensembles (a score minus another on the same ensemble): the
+    two scores swapped at random within each ensemble (each difference's sign flipped), each draw's mean with
+    its own member resampling (:func:`member_resample`, ``n_boot`` resamples).
+
+    >>> null = sign_flip_null("d", np.ones(6), [(i, i + 6) for i in range(6)], seed=0, draws=4, n_boot=20)
+    >>> len(null.draws), sorted({abs(e.value) <= 1 for e in (dr["d"] for dr in null.draws)})
+    (4, [True])
+    """
+    d = np.asarray(d, dtype=float).ravel()
+
+    def make(rng: np.random.Generator) -> dict[str, Estimate]:
+        flipped = d * rng.choice((-1.0, 1.0), size=d.size)
+        r = member_resample({"d": flipped}, members, lambda c: float(np.mean(c["d"])), n_boot=n_boot,
+                            seed=int(rng.integers(2**31)))
+        return {name: rho_estimate(r)}
+
+    return null_draws(f"the two scores swapped at random within each ensemble, {n_boot} member resamples each",
+                      make, draws=draws, seed=seed)

@@ -26,6 +26,18 @@ from typing import Any
 import torch
 
 from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
+from ensdiv.chapters.training_methods.additions import (
+    addition_tables,
+    centred_gain_null,
+    first_additions_compared,
+    relabelled_additions_null,
+    relabelled_sets_null,
+    set_means,
+    swapped_curves_null,
+    swapped_null,
+    swapped_pairs_null,
+    trained_differently,
+)
 from ensdiv.chapters.training_methods.analysis import (
     GROUPS,
     class_specialization,
@@ -36,6 +48,7 @@ from ensdiv.chapters.training_methods.analysis import (
     fig05_lists,
     greedy_with_low,
     high_low_lists,
+    k_grid,
     leaked_classes,
     loss_and_data,
     other_loss_or_data,
@@ -58,6 +71,7 @@ from ensdiv.chapters.training_methods.estimates import (
     class_estimates,
     class_share,
     class_spread,
+    combination_gain_images,
     combination_gains,
     downstream_choices,
     downstream_estimates,
@@ -76,6 +90,15 @@ from ensdiv.chapters.training_methods.groups import (
     class_groups,
     group_p,
     same_size_groupings,
+)
+from ensdiv.chapters.training_methods.model_groups import (
+    MIN_MODELS,
+    attach_null,
+    category_groups,
+    group_estimates,
+    group_null,
+    trend_estimate,
+    trend_null,
 )
 from ensdiv.chapters.training_methods.paper import (
     BASE,
@@ -137,6 +160,10 @@ __all__ = [
     "group_share", "group_p", "same_size_groupings",
     "PAPER_LOW_ERROR_RATIO", "loss_and_data", "other_loss_or_data", "PAPER_PAIRS", "PAPER_DOWN_MODELS",
     "DRY_POPULATION", "probe_device", "downstream_estimates",
+    "addition_tables", "centred_gain_null", "first_additions_compared", "relabelled_additions_null",
+    "swapped_curves_null", "swapped_null", "swapped_pairs_null", "k_grid", "relabelled_sets_null", "set_means",
+    "trained_differently", "combination_gain_images",
+    "MIN_MODELS", "attach_null", "category_groups", "group_estimates", "group_null", "trend_estimate", "trend_null",
 ]
 
 # ---- presets -------------------------------------------------------------------------------------------

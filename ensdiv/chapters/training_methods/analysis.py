@@ -216,13 +216,24 @@ def concat_curve(cfg: Any, a: str, b: str, splits: Mapping[str, tuple[dict, torc
     return pd.DataFrame(rows)
 
 
+def k_grid(k_step: int, total: int) -> list[int]:
+    """The numbers of dimensions Fig. 6 right probes: doubling from 1 below ``k_step`` (so that a pair reaching
+    the target early is not stopped at the grid's floor), then every multiple of ``k_step``, then ``total``.
+
+    >>> k_grid(32, 100)
+    [1, 2, 4, 8, 16, 32, 64, 96, 100]
+    """
+    low = [2 ** i for i in range(max(int(k_step), 1).bit_length()) if 2 ** i < min(k_step, total)]
+    return sorted({*low, *range(int(k_step), total, int(k_step)), total})
+
+
 def features_needed(cfg: Any, a: str, b: str, splits: Mapping[str, tuple[dict, torch.Tensor]], *, target: float,
                     by: str, full: bool = False) -> tuple[pd.DataFrame, float]:
     """Fig. 6 right: probes on the ``k`` most diverse dimensions of the concatenation ([A, B], ranked on
-    the training split by :func:`ensdiv.train.probe.rank_dimensions` ``by``), k = ``cfg.k_step``,
-    2·k_step, ..., every dimension; λ is chosen on the validation split and the accuracy read on the test
-    split. Stops at the first k whose test accuracy reaches ``target`` unless ``full`` (every k is probed:
-    what :func:`features_needed_estimates` resamples).
+    the training split by :func:`ensdiv.train.probe.rank_dimensions` ``by``), k on :func:`k_grid` (1, 2, 4,
+    … below ``cfg.k_step``, then k_step, 2·k_step, ..., every dimension); λ is chosen on the validation split
+    and the accuracy read on the test split. Stops at the first k whose test accuracy reaches ``target`` unless
+    ``full`` (every k is probed: what :func:`features_needed_estimates` resamples).
 
     Returns:
         ``(curve, k_needed)``: the curve (columns other, ranking, k, total, val_acc, test_acc, test_correct)
@@ -231,7 +242,7 @@ def features_needed(cfg: Any, a: str, b: str, splits: Mapping[str, tuple[dict, t
     order = probe.rank_dimensions(splits["train"][0][a], splits["train"][0][b], by=by)
     total = len(order)
     rows, needed = [], float("nan")
-    for k in [*range(cfg["k_step"], total, cfg["k_step"]), total]:
+    for k in k_grid(cfg["k_step"], total):
         idx = order[:k]
         pick = {sp: (torch.cat([f[a], f[b]], 1)[:, idx], y) for sp, (f, y) in splits.items()}
         val, test, _, right = _probe(cfg, pick["train"], pick["val"], pick["test"])

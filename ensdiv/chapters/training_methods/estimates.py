@@ -182,7 +182,7 @@ def model_correlation(x: Any, y: Any, *, seed: int, n_resamples: int, method: st
         return missing_estimate()
     with warnings.catch_warnings():  # a resample with a constant series gives NaN, left out of the interval
         warnings.simplefilter("ignore")
-        return ed.report.correlation(x, y, method=method, seed=seed, n_resamples=n_resamples)
+        return ed.report.correlation(x, y, method=method, seed=seed, n_resamples=n_resamples, source="models")
 
 
 def category_correlation(table: pd.DataFrame, column: str, *, seed: int, n_resamples: int,
@@ -291,6 +291,25 @@ def first_additions(out: Outputs, temps: torch.Tensor, high: Sequence[str], low:
     return pd.DataFrame(rows).set_index("high")
 
 
+def combination_gain_images(curves: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Fig. 6 centre, per pair: the per-test-image gain (points) of the mix chosen on validation over the single
+    representation chosen on validation (what :func:`combination_gains` bootstraps); pairs without a mix or a
+    single representation are left out."""
+    per = {}
+    for other, g in curves.groupby("other", sort=False):
+        val = g.groupby("frac_base")["val_acc"].mean()
+        mixes, ends = val[(val.index > 0) & (val.index < 1)], val[val.index.isin([0.0, 1.0])]
+        if mixes.empty or ends.empty:
+            continue
+        fm, fe = float(mixes.idxmax()), float(ends.idxmax())
+
+        def right(f: float, g: pd.DataFrame = g) -> np.ndarray:
+            return np.stack(g.loc[g["frac_base"] == f, "test_correct"].tolist()).astype(float).mean(0)
+
+        per[other] = 100 * (right(fm) - right(fe))
+    return per
+
+
 def combination_gains(curves: pd.DataFrame, *, n_resamples: int, seed: int) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Fig. 6 centre, with every choice made on the validation split: per pair (``other``), the mixing fraction
     0 < p < 1 with the best validation accuracy (mean over draws) and the better single representation
@@ -323,6 +342,8 @@ def combination_gains(curves: pd.DataFrame, *, n_resamples: int, seed: int) -> t
 def _first_reaching(ks: np.ndarray, censored: float, gap: float):
     def stat(target: np.ndarray, curve: np.ndarray) -> float:
         reached = np.flatnonzero(curve.mean(0) >= target.mean() - gap)
+        if reached.size and reached[0] == 0:
+            return NAN  # reached at the grid's smallest k: censored below, no number to compare
         return float(ks[reached[0]]) if reached.size else censored
     return stat
 
@@ -333,7 +354,8 @@ def features_needed_estimates(curves: Mapping[str, pd.DataFrame], target_correct
     test accuracy reaches the target (the test accuracy of ``target_correct``, the base's full-representation
     probe, minus ``target_gap`` points), recomputed on every resample of one paired bootstrap over the test
     samples (target and curves resampled together). A pair that never reaches it counts as needing one step
-    more than all its dimensions (``total + k_step``)."""
+    more than all its dimensions (``total`` plus the smallest k); one that reaches it at the grid's smallest k
+    is censored below (NaN on that resample: not computable, never a tie)."""
     per, stat = {}, {}
     for other, c in curves.items():
         ks = c["k"].to_numpy(float)

@@ -1,0 +1,213 @@
+"""Null data and cheap intervals for the design-diversity claims (:mod:`ensdiv.report`'s evidence rule).
+
+A check counts only when it fails on null data built from this run's data with the effect removed. The pages of
+this chapter compare per-image accuracies of a few evaluation sets (Fig. 4, Table 2, Table i) and correlations
+over ensembles that share members (Figs. 5-7, 9, Table 1); these helpers build both kinds of null draw without a
+fresh ``scipy`` bootstrap per draw:
+
+- :func:`bootstrap_counts` draws the test-image resamples once (a multinomial count per image), and
+  :func:`mean_estimates` turns per-image columns into estimates of statistics *of their means* with one matrix
+  product, so a null draw (the columns changed) costs one product, not a new resampling;
+- :func:`permute_rows` exchanges what the effect is about (the sets an image was scored on, two models) within
+  each image;
+- :func:`member_null` re-runs :func:`ensdiv.chapters.design_diversity.member_estimates` (the bootstrap over the
+  members the ensembles share) on columns a page rebuilds per draw, and :func:`swap_within` is the paired
+  permutation of two measures compared against one outcome.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+import ensdiv as ed
+from ensdiv.chapters import design_diversity as _dd  # the package importing this module: read at call time
+
+__all__ = ["bootstrap_counts", "mean_estimates", "permute_rows", "member_null", "swap_within", "adjusted_r2",
+           "member_weights", "weighted_null"]
+
+_GROUPS = itertools.count()
+
+
+def bootstrap_counts(n: int, *, n_boot: int, seed: int) -> np.ndarray:
+    """How often each of ``n`` test images is drawn in each of ``n_boot`` resamples with replacement:
+    ``(n_boot, n)`` (float32, each row sums to ``n``).
+
+    >>> c = bootstrap_counts(5, n_boot=3, seed=0)
+    >>> c.shape, c.sum(1).tolist()
+    ((3, 5), [5.0, 5.0, 5.0])
+    """
+    rng = np.random.default_rng([seed, 11])
+    return rng.multinomial(int(n), np.full(int(n), 1.0 / n), size=int(n_boot)).astype(np.float32)
+
+
+def mean_estimates(columns: Mapping[str, Any], statistics: Mapping[str, Callable[[Mapping[str, Any]], Any]],
+                   counts: np.ndarray, *, source: str = "evaluation samples") -> dict[str, ed.report.Estimate]:
+    """Estimates of statistics of per-image columns' *means*, from one resampling of the images (``counts``).
+
+    Args:
+        columns: ``{name: (N,) array}`` (per-image correctness, equitability, ...).
+        statistics: ``{quantity: f(means)}``; ``means`` maps every column name to its mean (a float for the
+            point value, a ``(B,)`` array of resampled means for the replicates), so ``f`` uses numpy
+            operations that work on both (``np.minimum``, ``/``).
+        counts: ``(B, N)`` from :func:`bootstrap_counts`.
+        source: What the resampling randomises.
+
+    Returns:
+        ``{quantity: Estimate}`` of one group (paired replicate by replicate).
+
+    >>> cols = {"a": np.array([1.0, 0, 1, 1]), "b": np.array([0.0, 0, 1, 0])}
+    >>> est = mean_estimates(cols, {"a - b": lambda m: m["a"] - m["b"]}, bootstrap_counts(4, n_boot=50, seed=0))
+    >>> est["a - b"].value, est["a - b"].replicates.shape
+    (0.5, (50,))
+    """
+    names = list(columns)
+    x = np.stack([np.asarray(columns[k], dtype=np.float64).ravel() for k in names], axis=1)  # (N, K)
+    n = x.shape[0]
+    point = {k: np.float64(v) for k, v in zip(names, x.mean(0), strict=True)}  # numpy: x / 0 is inf, not an error
+    reps = (counts.astype(np.float64) @ x) / n  # (B, K)
+    boot = {k: reps[:, i] for i, k in enumerate(names)}
+    group = f"dd-images-{next(_GROUPS)}"
+    out = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for q, f in statistics.items():
+            out[q] = ed.report.Estimate(float(f(point)), np.asarray(f(boot), dtype=float), source, "bootstrap", group)
+    return out
+
+
+def permute_rows(rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``rows`` ``(K, N)`` with each column's K entries permuted at random (independently per column): the K
+    sets (or models) an image was scored on made exchangeable, image by image.
+
+    >>> r = permute_rows(np.array([[1, 1, 1], [0, 0, 0]]), np.random.default_rng(0))
+    >>> r.sum(0).tolist()  # each image keeps its values, only their order changes
+    [1, 1, 1]
+    """
+    rows = np.asarray(rows)
+    order = np.argsort(rng.random(rows.shape), axis=0)
+    return np.take_along_axis(rows, order, axis=0)
+
+
+def member_null(construction: str, members: Sequence[Sequence[int]],
+                make: Callable[[np.random.Generator], Mapping[str, Any]],
+                statistics: Mapping[str, Callable[[Mapping[str, np.ndarray]], float]], *, draws: int, n_boot: int,
+                seed: int, source: str = "ensemble members") -> ed.report.Null:
+    """A :class:`ensdiv.report.Null` whose every draw rebuilds the columns over ensembles (``make(rng)``) and
+    re-estimates ``statistics`` with the bootstrap over the ensembles' members (``n_boot`` resamples)."""
+    member_estimates = _dd.member_estimates
+
+    def one(rng: np.random.Generator) -> dict[str, Any]:
+        cols = make(rng)
+        return member_estimates(members, cols, dict(statistics), n_boot=n_boot, seed=int(rng.integers(2**31)),
+                                source=source)
+
+    return ed.report.null_draws(construction, one, draws=draws, seed=seed)
+
+
+def member_weights(members: Sequence[Sequence[int]], *, n_boot: int, seed: int) -> np.ndarray:
+    """The weight of every ensemble in each of ``n_boot`` resamples of the members the ensembles share: ``(B, E)``,
+    the product of its members' draw counts (the scheme of :func:`ensdiv.report.uncertainty.member_resample`;
+    members common to every ensemble are fixed). One resampling serves every draw of a null whose columns change
+    and whose ensembles do not.
+
+    >>> w = member_weights([(0, 1), (0, 2), (1, 2)], n_boot=4, seed=0)
+    >>> w.shape, bool((w >= 0).all())
+    ((4, 3), True)
+    """
+    groups = [tuple(int(m) for m in g) for g in members]
+    fixed = set.intersection(*(set(g) for g in groups))
+    ids = np.array(sorted({m for g in groups for m in g} - fixed))
+    if ids.size < 2:  # nothing to resample (every member shared): the statistic has no interval
+        return np.full((int(n_boot), len(groups)), np.nan)
+    position = {m: i for i, m in enumerate(ids)}
+    rng = np.random.default_rng([seed, 12])
+    counts = rng.multinomial(ids.size, np.full(ids.size, 1.0 / ids.size), size=int(n_boot)).astype(float)  # (B, K)
+    w = np.ones((int(n_boot), len(groups)))
+    for e, g in enumerate(groups):
+        for m in g:
+            if m not in fixed:
+                w[:, e] *= counts[:, position[m]]
+    return w
+
+
+def _weighted(kind: str, w: np.ndarray, x: np.ndarray, y: np.ndarray | None) -> np.ndarray:
+    """A weighted statistic per row of ``w`` (``(B, E)`` or ``(E,)``): ``"pearson"`` of ``x`` and ``y``,
+    ``"mean"`` of ``x``; NaN where fewer than 4 ensembles weigh in (as the member bootstrap)."""
+    w = np.atleast_2d(w)
+    n = w.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx = w @ x / n
+        if kind == "mean":
+            out = mx
+        else:
+            my = w @ y / n
+            cxy = w @ (x * y) / n - mx * my
+            cxx = w @ (x * x) / n - mx * mx
+            cyy = w @ (y * y) / n - my * my
+            out = cxy / np.sqrt(np.clip(cxx, 0, None) * np.clip(cyy, 0, None))
+    return np.where(n >= 4, out, np.nan)
+
+
+def weighted_null(construction: str, members: Sequence[Sequence[int]],
+                  make: Callable[[np.random.Generator], Mapping[str, Any]],
+                  statistics: Mapping[str, tuple[str, ...]], *, draws: int, n_boot: int, seed: int,
+                  source: str = "ensemble members") -> ed.report.Null:
+    """A :class:`ensdiv.report.Null` over ensembles that share members, fast: every draw rebuilds the columns
+    (``make(rng)``) and estimates each statistic — ``("pearson", x, y)``: Pearson's r of two columns, or
+    ``("mean", x)``: a column's mean — with one resampling of the members for all draws
+    (:func:`member_weights`), as a weighted statistic (the same as the member bootstrap's repeated rows)."""
+    members = [tuple(int(m) for m in g) for g in members]
+    w = member_weights(members, n_boot=n_boot, seed=seed)
+    ones = np.ones(len(members))
+
+    def one(rng: np.random.Generator) -> dict[str, Any]:
+        cols = {k: np.asarray(v, dtype=float) for k, v in make(rng).items()}
+        group = f"dd-members-null-{next(_GROUPS)}"
+        out = {}
+        for name, (kind, *c) in statistics.items():
+            x, y = cols[c[0]], (cols[c[1]] if kind == "pearson" else None)
+            value = float(_weighted(kind, ones, x, y)[0])
+            out[name] = ed.report.Estimate(value, _weighted(kind, w, x, y), source, "bootstrap", group)
+        return out
+
+    return ed.report.null_draws(construction, one, draws=draws, seed=seed)
+
+
+def swap_within(a: Any, b: Any, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Two measures over the same ensembles, each standardised (z-scores), swapped at random ensemble by
+    ensemble: a correlation of either with an outcome then has the same distribution as the other's (the
+    paired permutation of "measure ``a`` correlates more strongly than ``b``")."""
+    za, zb = (np.asarray(v, dtype=float) for v in (a, b))
+    za = (za - np.nanmean(za)) / (np.nanstd(za) or 1.0)
+    zb = (zb - np.nanmean(zb)) / (np.nanstd(zb) or 1.0)
+    flip = rng.random(za.shape) < 0.5
+    return np.where(flip, zb, za), np.where(flip, za, zb)
+
+
+def adjusted_r2(y: Any, groups: Any = None, x: Any = None) -> float:
+    """Adjusted R² of ``y`` explained by a categorical ``groups`` (one-way ANOVA) or a numeric ``x`` (OLS), by
+    least squares (fast enough to refit inside a bootstrap of a null).
+
+    >>> round(adjusted_r2([1.0, 2, 3, 4, 5], x=[1.0, 2, 3, 4, 6]), 4)  # statsmodels' OLS rsquared_adj: 0.964
+    0.964
+    >>> adjusted_r2([1.0, 1, 3, 3], groups=["a", "a", "b", "b"])
+    1.0
+    """
+    y = np.asarray(y, dtype=float)
+    n = y.size
+    if groups is not None:
+        levels, codes = np.unique(np.asarray(list(groups)).astype(str), return_inverse=True)
+        design = (codes[:, None] == np.arange(1, len(levels))[None, :]).astype(float)
+    else:
+        design = np.asarray(x, dtype=float)[:, None]
+    design = np.column_stack([np.ones(n), design])
+    k = np.linalg.matrix_rank(design) - 1
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    ss_res = float(np.sum((y - design @ coef) ** 2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    if ss_tot == 0 or n - k - 1 <= 0:
+        return float("nan")
+    return float(1.0 - (ss_res / (n - k - 1)) / (ss_tot / (n - 1)))

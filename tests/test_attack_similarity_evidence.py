@@ -1,0 +1,87 @@
+"""The attack-similarity chapter's evidence helpers against naive implementations (issue #50)."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sklearn.metrics import adjusted_rand_score, silhouette_score
+
+from ensdiv.chapters.attack_similarity import evidence as ev
+
+
+def _naive_contrast(s, labels, idx):
+    within, between = [], []
+    for a, b in itertools.permutations(range(len(idx)), 2):
+        if idx[a] == idx[b]:
+            continue
+        (within if labels[idx[a]] == labels[idx[b]] else between).append(s[idx[a], idx[b]])
+    return np.mean(within) - np.mean(between)
+
+
+def test_block_contrast_matches_a_loop_with_duplicates():
+    rng = np.random.default_rng(0)
+    s = rng.normal(size=(8, 8))
+    s = (s + s.T) / 2
+    labels = np.array([0, 0, 1, 1, 1, 2, 2, 0])
+    idx = np.array([0, 0, 1, 3, 4, 4, 6, 7])
+    assert ev.block_contrast(s, labels, idx) == pytest.approx(_naive_contrast(s, labels, idx))
+    assert ev.block_contrast(s, labels) == pytest.approx(_naive_contrast(s, labels, np.arange(8)))
+
+
+def test_pair_ari_equals_sklearn_without_duplicates_and_ignores_self_pairs():
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(0, 4, 30), rng.integers(0, 5, 30)
+    assert ev.pair_ari(a, b) == pytest.approx(adjusted_rand_score(a, b))
+    # identical labellings: 1 whether or not a resample repeats models
+    assert ev.pair_ari(a, a, np.array([0, 0, 1, 2, 2, 5, 7, 9])) == pytest.approx(1.0)
+
+
+def test_silhouette_equals_sklearn_without_duplicates():
+    rng = np.random.default_rng(2)
+    x, labels = rng.normal(size=(25, 3)), rng.integers(0, 3, 25)
+    labels[0] = 7  # a group of one scores 0, as in sklearn
+    assert ev.silhouette(x, labels) == pytest.approx(silhouette_score(x, labels))
+
+
+def test_k_slope_recovers_the_cluster_effect_at_equal_member_error():
+    rng = np.random.default_rng(3)
+    n = 200
+    t = pd.DataFrame({"N": rng.integers(2, 5, n), "k": rng.integers(1, 4, n),
+                      "mean member error (%)": rng.uniform(10, 20, n)})
+    # error: 0.8 × member error − 1.5 per cluster + a size effect, no noise
+    t["top-1 error (%)"] = 0.8 * t["mean member error (%)"] - 1.5 * t["k"] + 0.3 * t["N"] ** 2
+    assert ev.k_slope(t, "top-1 error (%)") == pytest.approx(-1.5)
+    assert np.isnan(ev.k_slope(t.assign(k=1), "top-1 error (%)"))  # k never varies: not computable
+
+
+def test_cluster_ensemble_table_by_hand():
+    # three models, two images; model 0 right on both, model 1 wrong on image 0, model 2 wrong on image 1
+    logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [0.0, 1.0]], [[1.0, 0.0], [1.0, 0.0]]])
+    t = ev.cluster_ensemble_table(logits, torch.tensor([0, 1]), [1, 1, 2], max_members=2, n_draws=1, seed=0)
+    one = t[t["k"] == 1].iloc[0]  # models 0 and 1: mean logits (1, 0.5) right, (0, 1) right
+    assert one["top-1 error (%)"] == 0.0 and one["mean member error (%)"] == 25.0 and one["ERR (%)"] == 100.0
+
+
+def test_partial_r_matches_the_textbook_formula():
+    rng = np.random.default_rng(4)
+    z = rng.normal(size=40)
+    x, y = z + rng.normal(size=40), 2 * z + rng.normal(size=40) + 0.5 * rng.normal(size=40)
+    r = np.corrcoef([x, y, z])
+    expected = (r[0, 1] - r[0, 2] * r[1, 2]) / np.sqrt((1 - r[0, 2] ** 2) * (1 - r[1, 2] ** 2))
+    assert ev.partial_r(x, y, z) == pytest.approx(expected)
+    assert np.isnan(ev.partial_r(x[:4], y[:4], z[:4]))  # below MIN_PARTIAL
+
+
+def test_dealt_null_keeps_the_group_sizes():
+    labels = np.array(["a"] * 5 + ["b"] * 3)
+    null = ev.dealt_null("dealt", labels, lambda lab: {"lab": lab}, draws=20, seed=0)
+    assert all(sorted(d["lab"].tolist()) == sorted(labels.tolist()) for d in null.draws)
+    assert any((d["lab"] != labels).any() for d in null.draws)
+
+
+def test_model_estimates_keep_duplicates():
+    est = ev.model_estimates(10, {"distinct": lambda i: float(len(set(i.tolist())))}, n_resamples=100, seed=0)
+    assert est["distinct"].value == 10.0
+    assert est["distinct"].replicates.mean() < 8  # about 10 × (1 − 1/e) ≈ 6.5 distinct models per resample
