@@ -82,7 +82,7 @@ class Check:
         truth: For a claim that an effect is absent or small (``absence``): data built so that the claim is
             true; a check that cannot pass there is not counted.
         absence: The check claims an effect is absent or small (:func:`within` and :func:`noninferior` are).
-        unit: What the check's interval must resample, one of :data:`ensdiv.report.UNITS` (default: the
+        unit: What the check's interval must resample, one of :data:`~ensdiv.report.replication.UNITS` (default: the
             claim's unit).
         evidence: The key of the evidence it counts ("packed-ensembles/table-1/pe-vs-single-accuracy"): the book
             refuses two counted checks with one key.

@@ -331,7 +331,7 @@ def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: M
         facts: Quantities that are facts, not measurements (parameter counts, mult-adds, identities, costs):
             shown in their own table beside the paper's value of the same name, never in a verdict.
         variance: What the intervals randomise, in the page's words. Default: the sources of the estimates used.
-        unit: What the claim is about, one of :data:`~ensdiv.report.UNITS` ("trained methods", "groups of
+        unit: What the claim is about, one of :data:`~ensdiv.report.replication.UNITS` ("trained methods", "groups of
             models", ...): a check whose interval does not resample it is inconclusive.
         gates: Checks that must pass for the others to mean anything (member accuracy near a baseline, a
             detector above chance); never counted themselves.
