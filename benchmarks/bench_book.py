@@ -224,6 +224,37 @@ def zoo_throughput(cache: Path, scale: str = "cpu") -> dict:
             "zoo_train_time_s": round(sum(x for x in table["train_time_s"].fillna(0)), 1)}
 
 
+def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = "", note: str = "") -> dict:
+    """The record of one ``ensdiv book`` run from its build folder, finished or stopped: per page its status, its
+    seconds (papermill's duration of the executed copy) and its claims' verdicts (the records the page
+    promoted), the ``commit`` the run was made of (its checkout), and ``status`` "one run" only when every page of the
+    table of contents finished ok in that run, else "partial one run" with the pages it did not reach."""
+    from ensdiv.book import stamps, toc_notebooks
+
+    executed = build_dir / "executed" / scale
+    pages, missing = [], []
+    for nb in toc_notebooks(root=ROOT):
+        rel = nb.relative_to(ROOT).as_posix()
+        copy = executed / rel
+        if not copy.exists():
+            missing.append(rel)
+            continue
+        page = stamps.page_run(copy, rel, scale=scale)
+        nbjson = json.loads(copy.read_text())
+        seconds = nbjson.get("metadata", {}).get("papermill", {}).get("duration")
+        pages.append({"notebook": rel.removeprefix("notebooks/"), "status": page.status,
+                      "seconds": round(float(seconds), 1) if seconds is not None else None,
+                      "claims": [{"item": r.get("item"), "verdict": r.get("verdict")} for r in page.records]})
+    timings = build_dir / f"timings-{scale}.json"
+    run = json.loads(timings.read_text()) if timings.exists() else {}
+    done = sum(p["seconds"] or 0 for p in pages)
+    whole = not missing and all(p["status"] == "ok" for p in pages) and bool(run)
+    return {"status": "one run" if whole else "partial one run", "started": started, "note": note,
+            "commit": commit, "pages_finished": len(pages), "pages_not_reached": missing,
+            "finished_pages_s": round(done, 1), "run_s": run.get("run_s"), "render_s": run.get("render_s"),
+            "pages": pages}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", nargs="*", default=["smoke"])
@@ -243,10 +274,22 @@ def main() -> None:
                         help="with --change: the top-level function to edit")
     parser.add_argument("--executed-only", action="store_true",
                         help="with --change: `ensdiv run` the pages already executed, not the whole book")
+    parser.add_argument("--record-run", type=Path, default=None, metavar="BUILD",
+                        help="only record the book run whose build folder is BUILD (finished or stopped) as the "
+                             "scale's cold_one_run: per-page times and verdicts")
+    parser.add_argument("--started", default="", help="with --record-run: when the run started")
+    parser.add_argument("--commit", default="", help="with --record-run: the commit the run was made of")
     parser.add_argument("--ledger-edits", action="store_true",
                         help="only measure which pages five kinds of edit re-run, from the dry-run ledger")
     args = parser.parse_args()
     out = ROOT / "benchmarks" / "results" / "book.json"
+    if args.record_run:
+        payload = json.loads(out.read_text()) if out.exists() else {}
+        row = one_run(args.record_run, commit=args.commit, started=args.started, note=args.note)
+        payload.setdefault("scales", {}).setdefault("cpu", {})["cold_one_run"] = row
+        out.write_text(json.dumps(payload, indent=2))
+        print(f"{row['status']}: {row['pages_finished']} pages, {row['finished_pages_s'] / 60:.1f} min")
+        return
     if args.ledger_edits:
         payload = json.loads(out.read_text()) if out.exists() else {}
         payload["rebuild_by_edit"] = ledger_rebuild()

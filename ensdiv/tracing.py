@@ -357,13 +357,23 @@ def _effects(tree: ast.Module, assigned: set[str]) -> ast.Module:
 
 
 def _mutated(stmt: ast.AST, assigned: set[str]) -> str | None:
-    """The module-level binding a top-level call mutates — ``register(PRESETS, ...)`` or ``PRESETS.update(...)`` —
-    or None. Such a call is part of that binding's value: a page that reads ``PRESETS`` depends on it, a page that
-    only imports the module does not (an edit to one chapter's presets re-runs the pages that read them)."""
+    """The module-level binding a top-level call mutates — ``register(PRESETS, ...)``, ``PRESETS.update(...)`` or
+    ``PRESETS["a"]["b"].update(...)`` — or None. Such a call is part of that binding's value: a page that reads
+    ``PRESETS`` depends on it, a page that only imports the module does not (an edit to one chapter's presets
+    re-runs the pages that read them). So is a top-level loop over one of them (``for spec in PRESETS.values():
+    spec["smoke"] = ...``)."""
+    if isinstance(stmt, ast.For):
+        root = stmt.iter.func.value if isinstance(stmt.iter, ast.Call) and isinstance(stmt.iter.func,
+                                                                                      ast.Attribute) else stmt.iter
+        while isinstance(root, ast.Subscript | ast.Attribute):
+            root = root.value
+        return root.id if isinstance(root, ast.Name) and root.id in assigned else None
     if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
         return None
     call = stmt.value
     owner = call.func.value if isinstance(call.func, ast.Attribute) else None
+    while isinstance(owner, ast.Subscript | ast.Attribute):  # PRESETS["a"]["b"].update(...) mutates PRESETS
+        owner = owner.value
     if isinstance(owner, ast.Name) and owner.id in assigned:
         return owner.id
     if call.args and isinstance(call.args[0], ast.Name) and call.args[0].id in assigned:

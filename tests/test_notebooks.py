@@ -69,12 +69,7 @@ def test_source_has_no_outputs_and_follows_template(path):
 #: audit, and a listed page that passes must leave (the test below fails until it does). By chapter, and who
 #: empties it: packed-ensembles and sed (their chapter issue), attack-similarity and training-methods (theirs),
 #: design-diversity, synthesis and foundations (theirs).
-PENDING_EVIDENCE: frozenset[str] = frozenset({
-    "notebooks/attack-similarity/fig01_component_importance.ipynb",
-    "notebooks/attack-similarity/fig04_training_vs_architecture.ipynb",
-    "notebooks/attack-similarity/figG1_attack_choice.ipynb",
-    "notebooks/attack-similarity/tabD1_within_architecture.ipynb",
-})
+PENDING_EVIDENCE: frozenset[str] = frozenset()
 #: Pages that report measurements or facts (a worked example) rather than test a paper's claim.
 NO_CLAIM = NO_CLAIM_PAGES  # the one list: the runner fails any other page that writes no claim
 

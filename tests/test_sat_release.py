@@ -86,6 +86,33 @@ def test_importance_finds_the_only_component_that_matters():
     assert table.loc["noise1", "importance"] < 0.05
 
 
+def test_importance_per_pair_equals_a_naive_permutation_loop():
+    """The distinct-row prediction gives each pair's increase of squared error exactly as predicting every permuted
+    copy of the table (the same permutations, drawn component by component), and sklearn's own R² definition."""
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    rng = np.random.default_rng(1)
+    n = 16
+    comp = pd.DataFrame({c: rng.choice(["u", "v", "w"], n) for c in ["a", "b", "c", "d"]},
+                        index=[f"m{i}" for i in range(n)])  # fmt: skip
+    s = rng.random((n, n)) + 2.0 * (comp["b"].to_numpy()[:, None] == comp["b"].to_numpy()[None, :])
+    sim = pd.DataFrame((s + s.T) / 2, index=comp.index, columns=comp.index)
+    table = component_importance(sim, comp, n_estimators=20, max_depth=3, n_repeats=4, seed=3)
+    pairs, x = component_differences(comp)
+    y = sim.to_numpy()[pairs[:, 0], pairs[:, 1]]
+    reg = GradientBoostingRegressor(n_estimators=20, max_depth=3, min_samples_split=4, learning_rate=0.02,
+                                    random_state=3).fit(x, y)
+    perm = np.random.default_rng(3)
+    naive = np.zeros_like(x)
+    for k in range(x.shape[1]):
+        for _ in range(4):
+            xp = x.copy()
+            xp[:, k] = x[perm.permutation(len(x)), k]
+            naive[:, k] += ((reg.predict(xp) - y) ** 2 - (reg.predict(x) - y) ** 2) / np.var(y) / 4
+    np.testing.assert_allclose(table.attrs["per_pair"], naive, atol=1e-12)
+    np.testing.assert_allclose(table.loc[list(comp.columns), "importance"], naive.mean(0), atol=1e-12)
+
+
 def _blocks(sizes, inside=4.0, outside=1.0):
     labels = np.repeat(np.arange(len(sizes)), sizes)
     a = np.where(labels[:, None] == labels[None, :], inside, outside)

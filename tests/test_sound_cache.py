@@ -314,3 +314,13 @@ def test_a_call_that_mutates_a_binding_belongs_to_the_binding_not_the_module(tmp
     assert h2["preset"] not in (h0["preset"], h1["preset"]) and h2["<module>"] == h0["<module>"]
     main.write_text(src.replace('print("imported")', 'print("imported twice")'))
     assert now()["<module>"] != h0["<module>"]  # a plain effect statement stays in the module unit
+    # a nested entry's update and a loop over the binding mutate it too (the attack-similarity and design-diversity
+    # chapters do both at import: before, an edit to either chapter's presets re-ran every page of the book)
+    nested = src.replace('print("imported")', 'PRESETS["fig1"].update({"lr": 1})\nfor _s in PRESETS.values():\n'
+                                             '    _s["smoke"] = 1\nprint("imported")')
+    main.write_text(nested)
+    h3 = now()
+    for edit in ('{"lr": 2}', '_s["smoke"] = 2'):
+        main.write_text(nested.replace(edit.replace("2", "1"), edit))
+        h4 = now()
+        assert h4["preset"] != h3["preset"] and h4["<module>"] == h3["<module>"] and h4["other"] == h3["other"]

@@ -34,7 +34,7 @@ from torch import nn
 
 import ensdiv as ed
 from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
-from ensdiv.chapters.attack_similarity import evidence, intervals, release
+from ensdiv.chapters.attack_similarity import components, evidence, intervals, release, within
 from ensdiv.chapters.zoo import EVAL_SET, zoo_recipes
 
 SLUG = "attack-similarity"
@@ -46,6 +46,8 @@ __all__ = [
     "release",
     "intervals",
     "evidence",
+    "components",
+    "within",
     "chapter_recipes",
     "chapter_eval_set",
     "chapter_labels",
@@ -114,20 +116,24 @@ def chapter_labels(cfg: Any) -> torch.Tensor:
     return (ed.get_dataset(ev) if isinstance(ev, str) else ev).y
 
 
-def _attack_kwargs(cfg: Any, attack: str, steps: int | None = None) -> dict:
+def _attack_kwargs(cfg: Any, attack: str, steps: int | None = None, attack_seed: int | None = None) -> dict:
     kw = {"eps": cfg["eps"]}
     if attack != "autoattack":  # AutoAttack's budget is fixed by its version, not a step count
         kw["steps"] = steps or cfg["steps"]
     if attack == "pgd":
         kw["alpha"] = cfg["alpha"]
+    if attack_seed is not None:  # the attack's random start only; the attacked images stay those of cfg.seed
+        kw["seed"] = int(attack_seed)
     return kw
 
 
 def chapter_sat(cfg: Any, recipes: Sequence[Any], *, attack: str | None = None, steps: int | None = None,
-                names: Sequence[str] | None = None) -> ed.SatResult:
-    """:func:`sat_matrix` of ``recipes`` on the zoo evaluation set, attack set by a chapter preset."""
+                names: Sequence[str] | None = None, attack_seed: int | None = None) -> ed.SatResult:
+    """:func:`sat_matrix` of ``recipes`` on the zoo evaluation set, attack set by a chapter preset.
+    ``attack_seed``: another random start of the attack on the same images (default: ``cfg.seed``, which also
+    picks the images)."""
     attack = attack or cfg["attack"]
-    kw = _attack_kwargs(cfg, attack, steps)
+    kw = _attack_kwargs(cfg, attack, steps, attack_seed)
     if cfg["scale"] == "paper" and any(isinstance(m, nn.Module) for m in recipes):
         return ed.sat_by_source(recipes, sat_eval_set(cfg), subsample=cfg["subsample"], attack=attack,
                              attack_kwargs=kw, names=names, seed=cfg["seed"])  # fmt: skip
@@ -278,9 +284,11 @@ PRESETS: dict = {
         # App. B: 500 stages, depth 12, min samples 4, lr 0.02, 10 permutations.
         "common": {**_RELEASED, "max_depth": 12, "min_samples_split": 4, "learning_rate": 0.02},
         "types": _RELEASED_TYPES,
-        "smoke": {"n_estimators": 20, "n_repeats": 2, "n_resamples": 200},
-        "cpu": {"n_estimators": 500, "n_repeats": 10},
-        "paper": {"n_estimators": 500, "n_repeats": 10},
+        # null_draws: refits of the regressor with a component dealt among the models, for each of two nulls
+        # (a refit and its permutations take about 2 s at 500 stages on one core: 2 × 50 draws ≈ 3 min at cpu)
+        "smoke": {"n_estimators": 20, "n_repeats": 2, "n_resamples": 200, "null_draws": 20},
+        "cpu": {"n_estimators": 500, "n_repeats": 10, "null_draws": 50},
+        "paper": {"n_estimators": 500, "n_repeats": 10, "null_draws": 200},
     },
     "attack-similarity/tab02_spectral_clusters": {
         # App. C: normalised Laplacian, K = 10, K-means with 100 restarts, best final objective; we keep
@@ -350,8 +358,9 @@ _VARIANTS = {
             "hparam": [{"lr": 0.001}, {"weight_decay": 0.01}],
             "regime": [{"augment": "flip+mixup"}, {"augment": "flipcrop"}]},
 }  # fmt: skip
-_SMOKE_VARIANTS = {"mlp": {"init": [{"seed": 1}], "hparam": [{"lr": 0.01}],
-                           "regime": [{"augment": "flipcrop"}]}}  # fmt: skip
+# smoke: two variants per group, as cpu, so that every group has the two units a bootstrap over them needs
+_SMOKE_VARIANTS = {"mlp": {"init": [{"seed": 1}, {"seed": 2}], "hparam": [{"lr": 0.01}, {"weight_decay": 0.0}],
+                           "regime": [{"augment": "flipcrop"}, {"augment": "flip+mixup"}]}}  # fmt: skip
 _WITHIN = {"smoke": {"base_models": ["arch/mlp"], "variants": _SMOKE_VARIANTS},
            "cpu": {"base_models": ["arch/resnet", "arch/vit"], "variants": _VARIANTS},
            "paper": {"base_models": ["arch/resnet", "arch/vit"], "variants": _VARIANTS}}  # fmt: skip
@@ -359,7 +368,8 @@ _WITHIN = {"smoke": {"base_models": ["arch/mlp"], "variants": _SMOKE_VARIANTS},
 PRESETS["attack-similarity/figD2_similarity_matrix"]["paper"].update(
     {k: v for k, v in {**_ZOO["common"], **_ZOO["paper"]}.items() if k != "seed"})
 PRESETS.update({
-    "attack-similarity/tabD1_within_architecture": _zoo(**_WITHIN),
+    # null_draws: draws of the variants (and models) dealt into random groups
+    "attack-similarity/tabD1_within_architecture": _zoo(**{s: {**v, "null_draws": 200} for s, v in _WITHIN.items()}),
     "attack-similarity/fig02_similarity_vs_err": _zoo(common={"ci": 0.90}),
     # null_draws: draws of the dealt-clusters null (each draws the ensembles anew)
     "attack-similarity/fig03_cluster_ensembles": _zoo(
@@ -368,7 +378,10 @@ PRESETS.update({
         cpu={"n_clusters": 4, "max_members": 6},
         paper={"n_clusters": 10, "max_members": 8},  # §3: K = 10 clusters of the 69 models
     ),
+    # n_draws: architecture ensembles per size; null_draws: draws of each null (kinds permuted among the
+    # ensembles of a size; variants dealt among the groups of their base)
     "attack-similarity/fig04_training_vs_architecture": _zoo(
+        common={"n_draws": 50, "null_draws": 200},
         smoke={**_WITHIN["smoke"], "n_clusters": 2},
         cpu={**_WITHIN["cpu"], "n_clusters": 4},
         paper={**_WITHIN["paper"], "n_clusters": 10},
@@ -388,7 +401,9 @@ PRESETS.update({
     "attack-similarity/figG1_attack_choice": _zoo(
         # The paper's Fig. G.1 uses AutoAttack. From torchattacks: APGD-CE (AutoAttack's first attack) at
         # smoke/cpu, the standard AutoAttack at paper; "apgd" (ours) and "mi_fgsm" also work.
-        common={"second_attack": "apgd_ce", "second_steps": 10},
+        # reruns: PGD re-run with other random starts on the same images (the noise ceiling of r; two re-runs
+        # give six draws of the check where the attack does not matter)
+        common={"second_attack": "apgd_ce", "second_steps": 10, "reruns": 2},
         smoke={"second_steps": 3},
         # App. G: "We sample 8 models among 69 models for testing the effect of Autoattack": ViT-S, CoaT-Lite
         # Small, ResNet-101, LamHaloBotNet50, ReXNet-150, NFNet-L0, Swin-T and Twins-pcpvt (SAT table names)
@@ -410,7 +425,8 @@ PRESETS.update({
 #: the twin of App. G's new model; of App. G's eight (Fig. G.1), three; of the zoo (Fig. 5's teachers,
 #: ``"arch/*"``), the smallest CNNs and Transformers
 DRY_SIZES = {"subsample": 8, "steps": 2, "second_steps": 2, "n_estimators": 10, "n_repeats": 2, "n_init": 3,
-             "n_seeds": 2, "n_resamples": 200, "n_draws": 5, "n_clusters": 2, "max_members": 3}
+             "n_seeds": 2, "n_resamples": 200, "n_draws": 5, "n_clusters": 2, "max_members": 3,
+             "null_draws": 20}
 DRY_ZOO = ["resnext50_32x4d", "vit_small_patch16_224", "botnet26t_256", "rexnet_150", "arch/small_cnn", "arch/mnasnet",
            "arch/mobilenetv3", "arch/deit", "arch/swin", "arch/mlp"]
 PRESETS["attack-similarity/figG1_attack_choice"]["dry"] = {

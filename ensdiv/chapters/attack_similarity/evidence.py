@@ -18,9 +18,11 @@ groups tested here come from the component table (:func:`ensdiv.chapters.attack_
 * :func:`block_contrast` — mean similarity of pairs in the same group minus pairs in different groups.
 * :func:`dealt_null` — a :class:`~ensdiv.report.Null` whose draws recompute statistics with the labels dealt at
   random (the same group sizes), each with its own model bootstrap.
+* :func:`ensemble_rows` — one row of ensemble metrics per ensemble (Figs. 3 and 4).
 * :func:`cluster_ensemble_table`, :func:`k_slope`, :func:`k_slopes` — Fig. 3: the change of an ensemble metric per
   extra cluster at equal mean member error (one statistic per metric), bootstrapped over the drawn ensembles.
 * :func:`partial_r`, :func:`partial_estimate` — Fig. 5: a correlation with teacher accuracy held fixed.
+* :func:`pair_r` — Pearson r of two symmetric matrices over the pairs of distinct models of a resample.
 * :func:`swapped_directions` — an asymmetric matrix with the two attack directions of each pair swapped at random.
 """
 
@@ -44,11 +46,13 @@ __all__ = [
     "block_contrast",
     "cluster_ensemble_table",
     "dealt_null",
+    "ensemble_rows",
     "k_slope",
     "k_slopes",
     "model_estimate",
     "model_estimates",
     "pair_ari",
+    "pair_r",
     "partial_estimate",
     "partial_r",
     "silhouette",
@@ -131,6 +135,26 @@ def pair_ari(first: Any, second: Any, idx: np.ndarray | None = None) -> float:
     return float((np.sum(x & y) - expected) / top) if top != 0 else float("nan")
 
 
+def pair_r(first: Any, second: Any, idx: np.ndarray | None = None) -> float:
+    """Pearson r of two (M, M) symmetric matrices over the pairs of distinct models of ``idx`` (default: all; a
+    bootstrap resample's duplicates weigh as often as drawn, a model never paired with its own copy), NaN pairs
+    left out; NaN with fewer than 4 pairs or a constant side.
+
+    >>> a = np.array([[0, 1, 2, 3], [1, 0, 4, 5], [2, 4, 0, 6], [3, 5, 6, 0]], dtype=float)
+    >>> round(pair_r(a, 2 * a + 1), 6), round(pair_r(a, -a, np.array([0, 0, 1, 2, 3])), 6)
+    (1.0, -1.0)
+    """
+    x, y = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    idx = np.arange(len(x)) if idx is None else np.asarray(idx)
+    upper = np.triu(np.ones((len(idx), len(idx)), dtype=bool), k=1) & (idx[:, None] != idx[None, :])
+    a, b = x[np.ix_(idx, idx)][upper], y[np.ix_(idx, idx)][upper]
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok], b[ok]
+    if a.size < 4 or np.std(a) == 0 or np.std(b) == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
 def silhouette(features: Any, labels: Any, idx: np.ndarray | None = None) -> float:
     """Mean silhouette of ``labels`` over the rows ``features[idx]`` (Euclidean distances), a row never compared
     with its own copy (bootstrap duplicates); NaN with fewer than two groups. A row's silhouette is
@@ -211,9 +235,6 @@ def cluster_ensemble_table(logits: Any, labels: Any, clusters: Any, *, max_membe
     ([1, 2], 25.0)
     """
     draw_cluster_ensembles = _asim.draw_cluster_ensembles
-    x = torch.as_tensor(logits).double()
-    y = torch.as_tensor(labels).cpu()
-    wrong = (x.argmax(-1) != y).double()  # (M, n)
     clusters = np.asarray(clusters)
     rows = []
     for n in range(2, int(max_members) + 1):
@@ -221,15 +242,34 @@ def cluster_ensemble_table(logits: Any, labels: Any, clusters: Any, *, max_membe
             combos = draw_cluster_ensembles(clusters, n, k, n_draws=n_draws, seed=seed + 100 * n + k)
             if len(combos) == 0:
                 continue
-            ens = (x[combos].mean(1).argmax(-1) != y).double().mean(-1)  # (K,)
-            member = wrong[combos]  # (K, n, images)
-            mean_member = member.mean((1, 2))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                err = np.where(mean_member > 0, 1 - ens.numpy() / mean_member.numpy(), np.nan)
-            rows += [{"N": n, "k": k, "top-1 error (%)": 100 * float(e), "mean member error (%)": 100 * float(m),
-                      "ERR (%)": 100 * float(r), "all wrong (%)": 100 * float(a)}
-                     for e, m, r, a in zip(ens, mean_member, err, member.prod(1).mean(-1), strict=True)]
+            rows += [{"k": k, **r} for r in ensemble_rows(logits, labels, combos)]
     return pd.DataFrame(rows, columns=["N", "k", *ENSEMBLE_COLUMNS])
+
+
+def ensemble_rows(logits: Any, labels: Any, combos: Any) -> list[dict[str, float]]:
+    """One dict per ensemble of ``combos`` (K, N) (mean of the members' logits): its size ``N`` and the
+    :data:`ENSEMBLE_COLUMNS` (top-1 error, mean member error, ERR = 1 − error / mean member error, NaN when the
+    members make no error, and the share of images every member gets wrong; in %).
+
+    >>> logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [0.0, 1.0]]])  # 2 models, 2 images
+    >>> [round(v, 1) for v in ensemble_rows(logits, torch.tensor([0, 1]), torch.tensor([[0, 1]]))[0].values()]
+    [2, 0.0, 25.0, 100.0, 0.0]
+    """
+    x = torch.as_tensor(logits).double()
+    y = torch.as_tensor(labels).cpu()
+    combos = torch.as_tensor(combos).long()
+    if combos.numel() == 0:
+        return []
+    wrong = (x.argmax(-1) != y).double()  # (M, n)
+    ens = (x[combos].mean(1).argmax(-1) != y).double().mean(-1)  # (K,)
+    member = wrong[combos]  # (K, N, images)
+    mean_member = member.mean((1, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        err = np.where(mean_member > 0, 1 - ens.numpy() / mean_member.numpy(), np.nan)
+    n = int(combos.shape[1])
+    return [{"N": n, "top-1 error (%)": 100 * float(e), "mean member error (%)": 100 * float(m),
+             "ERR (%)": 100 * float(r), "all wrong (%)": 100 * float(a)}
+            for e, m, r, a in zip(ens, mean_member, err, member.prod(1).mean(-1), strict=True)]
 
 
 def k_slope(table: pd.DataFrame, outcome: str, rows: np.ndarray | None = None) -> float:

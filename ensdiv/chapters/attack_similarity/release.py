@@ -246,17 +246,21 @@ def component_importance(
         learning_rate=learning_rate, random_state=seed,
     ).fit(x, y)  # fmt: skip
     rng = np.random.default_rng(seed)
-    base_sq = (reg.predict(x) - y) ** 2
-    total = float(np.mean((y - y.mean()) ** 2))
-    per_pair = np.zeros_like(x, dtype=float)  # (P, K): each pair's increase of squared error / var(y)
-    drops = np.zeros((x.shape[1], n_repeats))
-    for k in range(x.shape[1]):
+    n_pairs, n_comp = x.shape
+    permuted = np.repeat(x[None], n_comp * n_repeats, axis=0)  # (K·R, P, K): the permutations, drawn k-major
+    for k in range(n_comp):
         for r in range(n_repeats):
-            xp = x.copy()
-            xp[:, k] = x[rng.permutation(len(x)), k]
-            inc = ((reg.predict(xp) - y) ** 2 - base_sq) / total
-            per_pair[:, k] += inc / n_repeats
-            drops[k, r] = inc.mean()
+            permuted[k * n_repeats + r, :, k] = x[rng.permutation(n_pairs), k]
+    # the differences take few values (539 distinct rows of 2,346 in the release): predicting each distinct row of
+    # the original and every permuted copy once gives the same predictions about 100 times faster
+    rows, where = np.unique(np.concatenate([x, permuted.reshape(-1, n_comp)]), axis=0, return_inverse=True)
+    predicted = reg.predict(rows)[where.reshape(-1)]
+    base_sq = (predicted[:n_pairs] - y) ** 2
+    sq = (predicted[n_pairs:].reshape(n_comp, n_repeats, n_pairs) - y) ** 2
+    total = float(np.mean((y - y.mean()) ** 2))
+    inc = (sq - base_sq) / total  # (K, R, P): each pair's increase of squared error / var(y)
+    per_pair = inc.mean(1).T  # (P, K)
+    drops = inc.mean(2)  # (K, R)
     table = pd.DataFrame(
         {"importance": drops.mean(1), "std": drops.std(1)}, index=list(components.columns)
     ).sort_values("importance", ascending=False)
