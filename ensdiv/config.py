@@ -86,7 +86,7 @@ SCALES = ("smoke", "cpu", "paper")
 DRY_RUN_ENV = "ENSDIV_DRY_RUN"
 #: the field names a preset's ``"dry"`` block may give a smaller number (fnmatch patterns)
 DRY_SIZE_KEYS = ("*images*", "*subset*", "*epochs*", "*steps*", "milestones", "seeds", "*repeats*", "*rounds*",
-                 "*resamples*", "*batch*", "*restarts*", "k_step", "*iter*", "draws", "*per_class*", "*_size", "n_*",
+                 "*resamples*", "*batch*", "*restarts*", "k_step", "*iter*", "*draws", "*per_class*", "*_size", "n_*",
                  "*_n", "*samples*", "subsample", "*process_sets*", "*candidates*", "subnets", "sizes", "pair_models",
                  "show", "*members*", "*warmup*", "*triples*", "per_run")
 

@@ -406,3 +406,29 @@ def test_jobs_run_pages_at_once_each_with_its_share_of_the_threads(env, capsys, 
     assert "2 pages at a time, 2 thread(s) each." in capsys.readouterr().out
     with pytest.raises(EnsdivError, match="--jobs must be 1 or more, got 0"):
         runner.run_notebooks(pages, scale="cpu", out_root=env / "out", root=env, jobs=0)
+
+
+def test_the_estimate_prefers_the_one_run_record_of_a_page_over_the_older_one(tmp_path, monkeypatch):
+    """``recorded_seconds`` reads ``book.json``: a page the latest one-run build reached takes that run's time, a
+    page it did not reach keeps the older per-page record; a missing or unreadable file gives no estimate."""
+    from ensdiv.book import run as book_run
+
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    monkeypatch.setattr(book_run, "project_root", lambda: tmp_path)
+    book_run.recorded_seconds.cache_clear()
+    assert book_run.recorded_seconds("cpu") == {}  # no file
+    (results / "book.json").write_text("{not json")
+    book_run.recorded_seconds.cache_clear()
+    assert book_run.recorded_seconds("cpu") == {}
+    (results / "book.json").write_text(json.dumps({"scales": {"cpu": {
+        "cold": {"notebooks": [{"notebook": "notebooks/a/x.ipynb", "seconds": 10.0},
+                               {"notebook": "notebooks/a/y.ipynb", "seconds": 20.0}]},
+        "cold_one_run": {"pages": [{"notebook": "a/x.ipynb", "seconds": 70.5},
+                                   {"notebook": "a/z.ipynb", "seconds": None}]}}}}))
+    book_run.recorded_seconds.cache_clear()
+    try:
+        assert book_run.recorded_seconds("cpu") == {"notebooks/a/x.ipynb": 70.5, "notebooks/a/y.ipynb": 20.0}
+        assert book_run.recorded_seconds("smoke") == {}
+    finally:
+        book_run.recorded_seconds.cache_clear()

@@ -414,13 +414,21 @@ def _minutes(seconds: float) -> str:
 
 @functools.lru_cache(maxsize=4)
 def recorded_seconds(scale: str) -> dict[str, float]:
-    """Each page's cold time at ``scale`` as ``benchmarks/results/book.json`` records it (``{}``: none)."""
+    """Each page's cold time at ``scale`` as ``benchmarks/results/book.json`` records it (``{}``: none): the
+    latest run of the whole book in one go (``cold_one_run``, also a partial one for the pages it reached), else
+    the older per-page record (``cold``)."""
     try:
         book = json.loads((project_root() / "benchmarks" / "results" / "book.json").read_text())
-        rows = book["scales"][scale]["cold"]["notebooks"]
-        return {r["notebook"]: float(r["seconds"]) for r in rows if r.get("seconds")}
+        row = book["scales"][scale]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+    out: dict[str, float] = {}
+    for key, pages, prefix in (("cold", "notebooks", ""), ("cold_one_run", "pages", "notebooks/")):
+        try:  # the one run's pages override the older record's
+            out.update({prefix + r["notebook"]: float(r["seconds"]) for r in row[key][pages] if r.get("seconds")})
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
 
 
 def _plan(notebooks: list[Path], root: Path, out_root: Path, scale: str, params: dict[str, Any],
