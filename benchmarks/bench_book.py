@@ -244,7 +244,10 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
         seconds = nbjson.get("metadata", {}).get("papermill", {}).get("duration")
         pages.append({"notebook": rel.removeprefix("notebooks/"), "status": page.status,
                       "seconds": round(float(seconds), 1) if seconds is not None else None,
-                      "claims": [{"item": r.get("item"), "verdict": r.get("verdict")} for r in page.records]})
+                      "claims": [{"item": r.get("item"), "verdict": r.get("verdict"),
+                                  **{k: (r.get("strength") or {}).get(k) for k in ("counted", "passed", "failed",
+                                                                                  "inconclusive", "excluded")}}
+                                 for r in page.records]})
     timings = build_dir / f"timings-{scale}.json"
     run = json.loads(timings.read_text()) if timings.exists() else {}
     done = sum(p["seconds"] or 0 for p in pages)

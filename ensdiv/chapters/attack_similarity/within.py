@@ -32,6 +32,7 @@ import torch
 
 import ensdiv as ed
 from ensdiv.chapters.attack_similarity.evidence import ensemble_rows
+from ensdiv.chapters.attack_similarity.intervals import new_group
 from ensdiv.errors import InvalidInputError
 
 __all__ = ["ALL", "LOWER_INIT_HPARAM", "LOWEST_WITHIN", "WITHIN_GROUPS", "deal_within", "group_estimates",
@@ -78,11 +79,24 @@ def group_estimates(values: Any, labels: Sequence[str], *, n_resamples: int, see
     ...                       ["init"] * 2 + ["hparam"] * 2 + ["regime"] * 2 + [ALL] * 3, n_resamples=50, seed=0)
     >>> round(est[LOWEST_WITHIN].value, 2), round(est[LOWER_INIT_HPARAM].value, 2), est[ALL].source
     (3.3, 4.2, 'models')
+
+    A group with fewer than two units (or none: units whose scores are not finite, as in a dry run with random
+    weights) leaves every quantity not computable (NaN), since the groups are compared replicate by replicate:
+
+    >>> est = group_estimates([4.4, 4.2, 4.3, 3.4, 3.2, 2.5, 2.9], ["init"] * 2 + ["hparam", "regime", "regime"]
+    ...                       + [ALL] * 2, n_resamples=50, seed=0)
+    >>> bool(np.isnan(est[LOWEST_WITHIN].value)), bool(np.isnan(est[ALL].value))
+    (True, True)
+    >>> bool(np.isnan(group_estimates([4.4, 4.2, 4.3, 4.1, 3.4, 3.2], ["init"] * 2 + ["hparam"] * 2 + ["regime"] * 2,
+    ...                               n_resamples=50, seed=0)[ALL].value))
+    True
     """
-    found = ed.report.model_bootstrap(values, [str(g) for g in labels], n_resamples=n_resamples, seed=seed)
-    missing = [g for g in (*WITHIN_GROUPS, ALL) if g not in found]
-    if missing:
-        raise InvalidInputError(f"Tab. D.1 needs units of every group; none of {missing[0]!r}.")
+    labels = [str(g) for g in labels]
+    if any(labels.count(g) < 2 for g in (*WITHIN_GROUPS, ALL)):
+        group = new_group("models")
+        return {g: ed.report.Estimate(float("nan"), np.full(int(n_resamples), np.nan), "models", "bootstrap", group)
+                for g in (*dict.fromkeys([*WITHIN_GROUPS, ALL, *labels]), LOWEST_WITHIN, LOWER_INIT_HPARAM)}
+    found = ed.report.model_bootstrap(values, labels, n_resamples=n_resamples, seed=seed)
     group = found[ALL].group
 
     def derived(names: Sequence[str]) -> ed.report.Estimate:
