@@ -229,7 +229,7 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     seconds (papermill's duration of the executed copy) and its claims' verdicts (the records the page
     promoted), the ``commit`` the run was made of (its checkout), and ``status`` "one run" only when every page of the
     table of contents finished ok in that run, else "partial one run" with the pages it did not reach."""
-    from ensdiv.book import stamps, toc_notebooks
+    from ensdiv.book import schedule, stamps, toc_notebooks
 
     executed = build_dir / "executed" / scale
     pages, missing = [], []
@@ -248,6 +248,12 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
                                   **{k: (r.get("strength") or {}).get(k) for k in ("counted", "passed", "failed",
                                                                                   "inconclusive", "excluded")}}
                                  for r in page.records]})
+    # what each page shares with earlier ones (ensdiv.book.schedule): the order ``ensdiv book --jobs N`` keeps
+    entries = {p["notebook"]: stamps.meta_of(executed / "notebooks" / p["notebook"]).get("cache") or []
+               for p in pages}
+    needs = schedule.needs_from_entries([p["notebook"] for p in pages], entries)
+    for p in pages:
+        p["needs"] = needs[p["notebook"]]
     timings = build_dir / f"timings-{scale}.json"
     run = json.loads(timings.read_text()) if timings.exists() else {}
     done = sum(p["seconds"] or 0 for p in pages)

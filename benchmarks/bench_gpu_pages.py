@@ -12,6 +12,9 @@ would. The two-core times are the cold build's per-page seconds in ``benchmarks/
 Usage on the GPU machine (from the repository root)::
 
     ENSDIV_DATA=/path/to/fashion-mnist python benchmarks/bench_gpu_pages.py --budget 400 --hard 500 --out out.json
+
+``--jobs N`` runs N pages at once, each with cores // N threads (as ``ensdiv book --jobs``), sharing the GPU;
+``--pages ... --skip-fixed`` runs only the pages named, in that order.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,14 +56,18 @@ def _one(notebook: str, scale: str, staging: str) -> None:
             ns["scale"] = scale
 
 
-def _run(notebook: str, scale: str, *, timeout: float, dry: bool) -> dict:
+def _run(notebook: str, scale: str, *, timeout: float, dry: bool, threads: int | None = None) -> dict:
     staging = tempfile.mkdtemp(prefix="claims-")
     cmd = [sys.executable, __file__, "--one", notebook, "--scale", scale, "--staging", staging]
     if dry:
         cmd.append("--dry")
+    env = dict(os.environ)
+    if threads:  # as ``ensdiv book --jobs``: each page's process gets cores // jobs threads
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     t0 = time.perf_counter()
+    started = time.strftime("%H:%M:%S")
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(timeout, 1))
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(timeout, 1), env=env)
         status = "ok" if proc.returncode == 0 else "failed"
         error = proc.stderr.strip().splitlines()[-1] if proc.returncode and proc.stderr.strip() else ""
     except subprocess.TimeoutExpired:
@@ -67,9 +76,11 @@ def _run(notebook: str, scale: str, *, timeout: float, dry: bool) -> dict:
     verdicts = []
     for f in sorted(Path(staging).glob("*.json")):
         rec = json.loads(f.read_text())
-        verdicts.append({"item": rec["item"], "claim_id": rec.get("claim_id"), "verdict": rec["verdict"]})
+        verdicts.append({"item": rec["item"], "claim_id": rec.get("claim_id"), "verdict": rec["verdict"],
+                         **{k: (rec.get("strength") or {}).get(k)
+                            for k in ("counted", "passed", "failed", "inconclusive", "excluded")}})
     return {"notebook": notebook, "scale": "paper (dry run)" if dry else scale, "status": status, "seconds": seconds,
-            "error": error[-300:], "verdicts": verdicts}
+            "started": started, "threads": threads, "error": error[-300:], "verdicts": verdicts}
 
 
 def _zoo_step(device: str) -> dict:
@@ -125,6 +136,8 @@ def main() -> None:
     parser.add_argument("--hard", type=float, default=500.0, help="a running page is stopped at this many seconds")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gpu_pages.json"))
     parser.add_argument("--pages", nargs="*", help="pages to run (default: the book's, largest cold cost first)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="pages run at once (each with cores // jobs threads), as ensdiv book --jobs")
     parser.add_argument("--skip-fixed", action="store_true",
                         help="leave out the zoo step, the GPU-claim pages and the dry runs (only --pages)")
     args = parser.parse_args()
@@ -160,12 +173,21 @@ def main() -> None:
         _save(args.out, record, pages)
     order = args.pages or [nb for nb, _ in sorted(cold.items(), key=lambda kv: -(kv[1] or 0))
                            if nb not in GPU_CLAIM_PAGES]
-    for nb in order:
+    record["jobs"] = args.jobs
+    threads = max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else None
+
+    def page(nb: str) -> None:
         if time.perf_counter() - t0 > args.budget:
-            break
-        pages.append({**_run(nb, args.scale, timeout=args.hard - (time.perf_counter() - t0), dry=False),
-                      "two_core_s": cold.get(nb)})
-        _save(args.out, record, pages)
+            return
+        row = {**_run(nb, args.scale, timeout=args.hard - (time.perf_counter() - t0), dry=False, threads=threads),
+               "two_core_s": cold.get(nb)}
+        with lock:
+            pages.append(row)
+            _save(args.out, record, pages)
+
+    lock = threading.Lock()
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:  # pages start in order as workers free up
+        list(pool.map(page, order))
     print(json.dumps(pages, indent=1))
 
 

@@ -408,6 +408,25 @@ def test_jobs_run_pages_at_once_each_with_its_share_of_the_threads(env, capsys, 
         runner.run_notebooks(pages, scale="cpu", out_root=env / "out", root=env, jobs=0)
 
 
+@pytest.mark.kernel
+def test_jobs_start_a_page_only_after_the_earlier_page_it_shares_cached_work_with(env, monkeypatch):
+    """``--jobs 2`` with three pages where p2 needs p1 (the relation recorded with a one-run build): p2 starts
+    after p1 has finished, while p3, which needs nothing, runs beside p1 in p2's place; results stay in book
+    order."""
+    from ensdiv.book import schedule
+
+    monkeypatch.setattr(schedule, "recorded_needs", lambda scale: {"p2.ipynb": ["p1.ipynb"]})
+    body = ("import time\nt0 = time.time()\ntime.sleep(2)\n"
+            "open(f'{value}.txt', 'w').write(f'{t0} {time.time()}')")
+    pages = [_notebook(env / f"p{i}.ipynb", body, params=f'scale = "cpu"\nvalue = {i}') for i in (1, 2, 3)]
+    results = runner.run_notebooks(pages, scale="cpu", out_root=env / "out", root=env, jobs=2, progress=False)
+    assert [r.path.name for r in results] == ["p1.ipynb", "p2.ipynb", "p3.ipynb"]
+    assert {r.status for r in results} == {"ok"}
+    (a0, a1), (b0, b1), (c0, c1) = ([float(x) for x in (env / f"{i}.txt").read_text().split()] for i in (1, 2, 3))
+    assert b0 >= a1  # p2 waited for p1
+    assert c0 < a1 and a0 < c1  # p3 ran beside p1
+
+
 def test_the_estimate_prefers_the_one_run_record_of_a_page_over_the_older_one(tmp_path, monkeypatch):
     """``recorded_seconds`` reads ``book.json``: a page the latest one-run build reached takes that run's time, a
     page it did not reach keeps the older per-page record; a missing or unreadable file gives no estimate."""

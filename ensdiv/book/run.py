@@ -309,8 +309,10 @@ def run_notebooks(
     if jobs < 1:
         raise EnsdivError(f"--jobs must be 1 or more, got {jobs}.")
     if jobs > 1 and len(notebooks) > 1:
+        order = _parallel_order(notebooks, root, out_root, scale, estimates)
         return _run_in_parallel(notebooks, jobs, dict(scale=scale, params=params, out_root=out_root, force=force,
-                                                      kernel=kernel, progress=progress, root=root, trace=trace))
+                                                      kernel=kernel, progress=progress, root=root, trace=trace),
+                                order)
     for nb in notebooks:
         rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
         out = out_root / rel
@@ -361,25 +363,76 @@ def _one_job(args: tuple[Path, dict[str, Any]]) -> NotebookResult:
     return res
 
 
-def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any]) -> list[NotebookResult]:
-    """Run the pages ``jobs`` at a time (book order, results in that order), each in a process of its own."""
-    import multiprocessing
+def _parallel_order(notebooks: list[Path], root: Path, out_root: Path, scale: str,
+                    estimates: dict[Path, float]) -> tuple[dict[Path, list[Path]], dict[Path, float]]:
+    """What each page waits for in a parallel run and its priority (:mod:`ensdiv.book.schedule`): the needs
+    recorded with the last one-run build, joined with those the executed copies here record."""
+    from ensdiv.book import schedule
 
+    def name(nb: Path) -> str:
+        return _name(nb, root)
+
+    toc = [name(nb) for nb in toc_notebooks(root=root)] if (root / "_toc.yml").exists() else []
+    pages = toc + [name(nb) for nb in notebooks if name(nb) not in toc]
+    local = schedule.needs_from_entries(pages, {p: meta_of(out_root / p).get("cache") or [] for p in pages})
+    recorded = schedule.recorded_needs(scale)
+    by_name = {name(nb): nb for nb in notebooks}
+    needs = {nb: [by_name[q] for q in sorted(set(local.get(p, [])) | set(recorded.get(p, []))) if q in by_name]
+             for p, nb in by_name.items()}
+    seconds = {p: estimates.get(nb) or recorded_seconds(scale).get(p) for p, nb in by_name.items()}
+    names = [name(nb) for nb in notebooks]
+    priority = schedule.critical_path(names, {p: [name(q) for q in needs[by_name[p]]] for p in names}, seconds)
+    return needs, {by_name[p]: v for p, v in priority.items()}
+
+
+def _name(nb: Path, root: Path) -> str:
+    """A page's name as book.json and the scheduler write it (``notebooks/<chapter>/<page>.ipynb``)."""
+    return (nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)).as_posix()
+
+
+def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
+                     order: tuple[dict[Path, list[Path]], dict[Path, float]]) -> list[NotebookResult]:
+    """Run the pages ``jobs`` at a time, each in a process of its own (results in book order): a page starts once
+    the earlier pages it shares cached work with have finished, the one with the longest chain behind it first; a
+    page that times itself (:data:`ensdiv.book.schedule.TIMED_PAGES`) runs alone."""
+    import multiprocessing
+    import queue
+
+    from ensdiv.book.schedule import TIMED_PAGES, next_page
+
+    needs, priority = order
+    root = options["root"]
     threads = str(max(1, (os.cpu_count() or 1) // jobs))
     limits = {k: os.environ.get(k) or threads for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     if options["progress"]:
         print(f"{jobs} pages at a time, {limits['OMP_NUM_THREADS']} thread(s) each.", flush=True)
+    waiting, done, running = list(notebooks), {}, set()
+    finished: queue.Queue = queue.Queue()
     with _environ(**limits):  # the page processes and their kernels inherit them
         pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_job_start)
         try:
-            results = list(pool.imap(_one_job, [(nb, options) for nb in notebooks], chunksize=1))
+            while waiting or running:
+                while len(running) < jobs and waiting:
+                    nb = next_page(waiting, needs, set(waiting) | running, priority, running=running,
+                                   alone={nb for nb in notebooks if _name(nb, root) in TIMED_PAGES})
+                    if nb is None:
+                        break
+                    waiting.remove(nb)
+                    running.add(nb)
+                    pool.apply_async(_one_job, ((nb, options),), callback=lambda r, nb=nb: finished.put((nb, r)),
+                                     error_callback=lambda e, nb=nb: finished.put((nb, e)))
+                nb, res = finished.get()
+                running.discard(nb)
+                if isinstance(res, BaseException):
+                    raise res
+                done[nb] = res
         except BaseException:
             pool.terminate()  # SIGTERM: each page process ends its kernel and removes its partial copy
             raise
         finally:
             pool.close()
             pool.join()
-    return results
+    return [done[nb] for nb in notebooks]
 
 
 #: Parameter names that hold a path: a relative value is resolved against the caller's working folder (a kernel

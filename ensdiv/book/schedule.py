@@ -1,0 +1,131 @@
+"""Which page waits for which in ``ensdiv book --jobs N``, and which ready page starts first.
+
+Pages share cached work: the zoo page trains the models a dozen pages read, Packed-Ensembles' Table 1 trains the
+models Fig. 1 times. The per-key store lock (:meth:`ensdiv.store.Store.computing`) already makes a page that
+needs an entry another page is computing wait for it instead of computing it twice, but a page that waits holds
+one of the ``N`` slots idle the whole time. So a parallel run starts a page only after the earlier pages (in book
+order) it shares cached work with have finished, and among the pages that may start it picks the one with the
+longest chain of recorded work behind it (list scheduling by critical path).
+
+Who shares what is read off executed copies: each records the cache entries its run used
+(``metadata.ensdiv.cache``). A page *needs* the earlier page that first used (so, in a cold build, computed) an
+entry it uses (a model, a checkpoint, predictions, a chapter's own computed data), not the other pages that read it
+too; datasets are left out (every page reads the Fashion-MNIST tensors, built in seconds). A cold build has no
+executed copies, so :func:`recorded_needs` reads the relation ``benchmarks/bench_book.py --record-run`` saved with
+the last one-run build in ``benchmarks/results/book.json``. A wrong or missing relation costs only time: the
+store lock keeps every entry computed once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from ensdiv.paths import project_root
+
+__all__ = ["SHARED_KINDS_IGNORED", "TIMED_PAGES", "needs_from_entries", "recorded_needs", "critical_path", "next_page"]
+
+#: pages whose results include wall-clock timings (a claim on a speed ratio, or seconds shown as facts): in a
+#: parallel run each runs alone, so that no other page shares its cores while it times
+TIMED_PAGES = frozenset({
+    "notebooks/packed-ensembles/fig01_accuracy_vs_speed.ipynb",  # inference throughput against accuracy
+    "notebooks/packed-ensembles/fig03_equivalent_forms.ipynb",  # the three forms' speed ratios
+    "notebooks/packed-ensembles/appH_training_speed.ipynb",  # training and inference speed ratios
+    "notebooks/sed/cost_step_time.ipynb",  # step time against ensemble size
+    "notebooks/design-diversity/fig09_saliency_vs_ig.ipynb",  # the two attributions' cost ratio
+    "notebooks/synthesis/measures_vs_outcomes.ipynb",  # each measure's seconds
+})
+
+#: cache entry kinds (the first folder of an entry's key) that do not make two pages depend on each other
+SHARED_KINDS_IGNORED = frozenset({"datasets"})
+
+
+def needs_from_entries(pages: Sequence[str], entries: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
+    """Each page's earlier pages (in the order of ``pages``) that first used, and so computed in a cold build, an
+    entry it uses, datasets aside.
+
+    Args:
+        pages: page names in book order.
+        entries: per page, the cache entries its run used (``"model/ab/abcd.pt"``); a page without a record has
+            no needs and is needed by no one.
+
+    >>> needs_from_entries(["zoo", "fig1", "tab2", "tab3"],
+    ...                    {"zoo": ["model/a.pt", "datasets/f.pt"], "fig1": ["datasets/f.pt"],
+    ...                     "tab2": ["model/a.pt", "predictions/b.pt"], "tab3": ["model/a.pt"]})
+    {'zoo': [], 'fig1': [], 'tab2': ['zoo'], 'tab3': ['zoo']}
+    """
+    first: dict[str, str] = {}
+    for p in pages:
+        for e in entries.get(p, ()):
+            if e.split("/", 1)[0] not in SHARED_KINDS_IGNORED:
+                first.setdefault(e, p)
+    out = {}
+    for p in pages:
+        makers = {first[e] for e in entries.get(p, ()) if e in first and first[e] != p}
+        out[p] = [q for q in pages if q in makers]
+    return out
+
+
+def recorded_needs(scale: str, *, book_json: Path | None = None) -> dict[str, list[str]]:
+    """The needs ``benchmarks/results/book.json`` recorded with its last one-run build at ``scale``
+    (``{"notebooks/<chapter>/<page>.ipynb": [earlier pages]}``; ``{}`` where none is recorded)."""
+    path = book_json or project_root() / "benchmarks" / "results" / "book.json"
+    try:
+        pages = json.loads(path.read_text())["scales"][scale]["cold_one_run"]["pages"]
+        return {f"notebooks/{p['notebook']}": [f"notebooks/{q}" for q in p.get("needs", [])] for p in pages}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def critical_path(pages: Sequence[str], needs: Mapping[str, Iterable[str]],
+                  seconds: Mapping[str, float]) -> dict[str, float]:
+    """Each page's own estimated seconds plus the longest chain of pages that need it, directly or not.
+
+    A page without an estimate counts the mean of the known ones (one second where none is known).
+
+    >>> critical_path(["zoo", "a", "b", "c"], {"a": ["zoo"], "b": ["a"], "c": []},
+    ...               {"zoo": 30, "a": 5, "b": 1, "c": 20})
+    {'c': 20.0, 'b': 1.0, 'a': 6.0, 'zoo': 36.0}
+    """
+    known = [float(seconds[p]) for p in pages if seconds.get(p)]
+    default = sum(known) / len(known) if known else 1.0
+    after: dict[str, list[str]] = {p: [] for p in pages}
+    for p in pages:
+        for q in needs.get(p, ()):
+            if q in after:
+                after[q].append(p)
+    out: dict[str, float] = {}
+    for p in reversed(pages):  # needs point to earlier pages: every page's dependents are already scored
+        own = float(seconds.get(p) or default)
+        out[p] = own + max((out[q] for q in after[p]), default=0.0)
+    return out
+
+
+def next_page(waiting: Sequence[str], needs: Mapping[str, Iterable[str]], unfinished: Iterable[str],
+              priority: Mapping[str, float], *, running: Iterable[str] = (),
+              alone: Iterable[str] = TIMED_PAGES) -> str | None:
+    """The waiting page to start now: of those none of whose needs is ``unfinished`` (a page of this run waiting
+    or running), the one with the highest ``priority``, the earliest in book order on a tie; ``None`` while every
+    waiting page waits for a running one. A need that is not part of this run is no obstacle. A page of ``alone``
+    starts only when nothing is ``running``, and nothing starts beside it.
+
+    >>> next_page(["a", "b", "c"], {"b": ["zoo"], "c": []}, {"zoo", "a", "b", "c"}, {"a": 1, "b": 9, "c": 5})
+    'c'
+    >>> next_page(["b"], {"b": ["zoo"]}, {"b"}, {"b": 9})
+    'b'
+    >>> next_page(["b"], {"b": ["zoo"]}, {"zoo", "b"}, {"b": 9}) is None
+    True
+    >>> next_page(["t", "c"], {}, {"t", "c", "x"}, {"t": 9, "c": 1}, running=["x"], alone={"t"})
+    'c'
+    """
+    busy = set(unfinished)
+    solo = set(alone)
+    now = set(running)
+    if now & solo:
+        return None
+    order = list(waiting)
+    ready = [p for p in order if not busy.intersection(needs.get(p, ())) and not (now and p in solo)]
+    if not ready:
+        return None
+    return max(ready, key=lambda p: (priority.get(p, 0.0), -order.index(p)))

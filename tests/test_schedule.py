@@ -1,0 +1,77 @@
+"""Issue #53, item 3: which page waits for which in ``ensdiv book --jobs N`` (ensdiv.book.schedule)."""
+
+import json
+
+from ensdiv.book import schedule
+
+
+def test_pages_that_share_only_a_dataset_do_not_wait_for_each_other():
+    pages = ["zoo", "tab1", "fig5", "pe"]
+    entries = {"zoo": ["datasets/fm.pt", "model/a.pt", "model/b.pt"], "tab1": ["datasets/fm.pt", "model/a.pt"],
+               "fig5": ["model/b.pt", "checkpoint/c.pt"], "pe": ["datasets/fm.pt", "model/p.pt"]}
+    assert schedule.needs_from_entries(pages, entries) == {"zoo": [], "tab1": ["zoo"], "fig5": ["zoo"], "pe": []}
+
+
+def test_pages_that_read_the_same_models_need_the_page_that_trained_them_not_each_other():
+    pages = ["basics", "zoo", "dd", "tm1", "tm2"]
+    entries = {"basics": ["model/s0.pt", "model/s1.pt"], "zoo": ["model/s0.pt", "model/r.pt", "model/v.pt"],
+               "dd": ["model/r.pt", "dd-cka/x.pt"], "tm1": ["model/r.pt", "predictions/r.pt"],
+               "tm2": ["model/v.pt", "dd-cka/x.pt", "predictions/r.pt"]}
+    # tm2 reads the zoo's model v, dd's CKA entry and tm1's predictions (tm1 computed them first); tm1 reads
+    # the zoo's model r, as dd does, and so does not wait for dd
+    assert schedule.needs_from_entries(pages, entries) == {
+        "basics": [], "zoo": ["basics"], "dd": ["zoo"], "tm1": ["zoo"], "tm2": ["zoo", "dd", "tm1"]}
+
+
+def test_a_page_without_a_record_needs_nothing_and_is_needed_by_no_one():
+    assert schedule.needs_from_entries(["a", "b"], {"b": ["model/x.pt"]}) == {"a": [], "b": []}
+
+
+def test_the_critical_path_sums_the_longest_chain_of_dependents_and_fills_unknown_estimates_with_the_mean():
+    # zoo (30) -> a (5) -> b (1); zoo -> d (unknown: mean of 30, 5, 1, 20 = 14); c (20) alone
+    pri = schedule.critical_path(["zoo", "a", "b", "c", "d"], {"a": ["zoo"], "b": ["a"], "d": ["zoo"]},
+                                 {"zoo": 30, "a": 5, "b": 1, "c": 20})
+    assert pri == {"d": 14.0, "c": 20.0, "b": 1.0, "a": 6.0, "zoo": 44.0}
+    assert schedule.critical_path(["x"], {}, {}) == {"x": 1.0}  # nothing known: one second
+
+
+def test_the_next_page_is_the_ready_one_with_the_longest_chain_and_none_while_all_wait():
+    needs = {"a": ["zoo"], "b": ["zoo"], "c": []}
+    pri = {"zoo": 50, "a": 10, "b": 30, "c": 5}
+    assert schedule.next_page(["zoo", "a", "b", "c"], needs, {"zoo", "a", "b", "c"}, pri) == "zoo"
+    assert schedule.next_page(["a", "b", "c"], needs, {"zoo", "a", "b", "c"}, pri) == "c"  # zoo running
+    assert schedule.next_page(["a", "b"], needs, {"a", "b"}, pri) == "b"  # zoo finished
+    assert schedule.next_page(["a"], needs, {"zoo", "a"}, pri) is None
+    assert schedule.next_page([], needs, set(), pri) is None
+    # equal priorities: book order
+    assert schedule.next_page(["c", "x"], {}, {"c", "x"}, {}) == "c"
+
+
+def test_recorded_needs_read_book_json_and_a_missing_or_broken_file_gives_none(tmp_path):
+    book = tmp_path / "book.json"
+    assert schedule.recorded_needs("cpu", book_json=book) == {}  # no file
+    book.write_text("{not json")
+    assert schedule.recorded_needs("cpu", book_json=book) == {}
+    book.write_text(json.dumps({"scales": {"cpu": {"cold": {}}}}))  # no one-run record
+    assert schedule.recorded_needs("cpu", book_json=book) == {}
+    book.write_text(json.dumps({"scales": {"cpu": {"cold_one_run": {"pages": [
+        {"notebook": "foundations/zoo.ipynb"}, {"notebook": "sat/fig5.ipynb", "needs": ["foundations/zoo.ipynb"]}]}}}}))
+    assert schedule.recorded_needs("cpu", book_json=book) == {
+        "notebooks/foundations/zoo.ipynb": [], "notebooks/sat/fig5.ipynb": ["notebooks/foundations/zoo.ipynb"]}
+    assert schedule.recorded_needs("smoke", book_json=book) == {}  # another scale
+
+
+def test_a_timed_page_runs_alone_and_every_timed_page_is_a_page_of_the_book():
+    from ensdiv.book import toc_notebooks
+    from ensdiv.paths import project_root
+
+    pri = {"t": 9, "c": 5, "d": 1}
+    # something runs: the timed page waits, another page may start
+    assert schedule.next_page(["t", "c"], {}, {"t", "c", "x"}, pri, running={"x"}, alone={"t"}) == "c"
+    assert schedule.next_page(["t"], {}, {"t", "x"}, pri, running={"x"}, alone={"t"}) is None
+    # the timed page runs: nothing starts beside it
+    assert schedule.next_page(["c", "d"], {}, {"c", "d", "t"}, pri, running={"t"}, alone={"t"}) is None
+    # nothing runs: the timed page starts first by its priority
+    assert schedule.next_page(["t", "c"], {}, {"t", "c"}, pri, running=set(), alone={"t"}) == "t"
+    pages = {nb.relative_to(project_root()).as_posix() for nb in toc_notebooks()}
+    assert schedule.TIMED_PAGES <= pages
