@@ -229,7 +229,7 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     seconds (papermill's duration of the executed copy) and its claims' verdicts (the records the page
     promoted), the ``commit`` the run was made of (its checkout), and ``status`` "one run" only when every page of the
     table of contents finished ok in that run, else "partial one run" with the pages it did not reach."""
-    from ensdiv.book import schedule, stamps, toc_notebooks
+    from ensdiv.book import stamps, toc_notebooks
 
     executed = build_dir / "executed" / scale
     pages, missing = [], []
@@ -248,12 +248,6 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
                                   **{k: (r.get("strength") or {}).get(k) for k in ("counted", "passed", "failed",
                                                                                   "inconclusive", "excluded")}}
                                  for r in page.records]})
-    # what each page shares with earlier ones (ensdiv.book.schedule): the order ``ensdiv book --jobs N`` keeps
-    entries = {p["notebook"]: stamps.meta_of(executed / "notebooks" / p["notebook"]).get("cache") or []
-               for p in pages}
-    needs = schedule.needs_from_entries([p["notebook"] for p in pages], entries)
-    for p in pages:
-        p["needs"] = needs[p["notebook"]]
     timings = build_dir / f"timings-{scale}.json"
     run = json.loads(timings.read_text()) if timings.exists() else {}
     done = sum(p["seconds"] or 0 for p in pages)
@@ -262,6 +256,17 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
             "commit": commit, "pages_finished": len(pages), "pages_not_reached": missing,
             "finished_pages_s": round(done, 1), "run_s": run.get("run_s"), "render_s": run.get("render_s"),
             "pages": pages}
+
+
+def page_needs(build_dir: Path, *, scale: str = "cpu") -> dict[str, list[str]]:
+    """Which earlier page each page of the book needs (:func:`ensdiv.book.schedule.needs_from_entries`), read off
+    the cache entries the executed copies of ``build_dir`` record: the order ``ensdiv book --jobs N`` keeps."""
+    from ensdiv.book import schedule, stamps, toc_notebooks
+
+    executed = build_dir / "executed" / scale
+    pages = [nb.relative_to(ROOT).as_posix() for nb in toc_notebooks(root=ROOT)]
+    needs = schedule.needs_from_entries(pages, {p: stamps.meta_of(executed / p).get("cache") or [] for p in pages})
+    return {p: before for p, before in needs.items() if before}
 
 
 def main() -> None:
@@ -285,7 +290,11 @@ def main() -> None:
                         help="with --change: `ensdiv run` the pages already executed, not the whole book")
     parser.add_argument("--record-run", type=Path, default=None, metavar="BUILD",
                         help="only record the book run whose build folder is BUILD (finished or stopped) as the "
-                             "scale's cold_one_run: per-page times and verdicts")
+                             "scale's cold_one_run (per-page times and verdicts), and the pages' needs "
+                             "(page_needs: what ensdiv book --jobs N waits for)")
+    parser.add_argument("--as", dest="record_as", default="cold_one_run", metavar="KEY",
+                        help="with --record-run: the key of the scale's record (cold_continuation: the pages a "
+                             "stopped one-run build did not reach, run afterwards on its cache)")
     parser.add_argument("--started", default="", help="with --record-run: when the run started")
     parser.add_argument("--commit", default="", help="with --record-run: the commit the run was made of")
     parser.add_argument("--ledger-edits", action="store_true",
@@ -295,7 +304,9 @@ def main() -> None:
     if args.record_run:
         payload = json.loads(out.read_text()) if out.exists() else {}
         row = one_run(args.record_run, commit=args.commit, started=args.started, note=args.note)
-        payload.setdefault("scales", {}).setdefault("cpu", {})["cold_one_run"] = row
+        scale_row = payload.setdefault("scales", {}).setdefault("cpu", {})
+        scale_row[args.record_as] = row
+        scale_row["page_needs"] = page_needs(args.record_run)
         out.write_text(json.dumps(payload, indent=2))
         print(f"{row['status']}: {row['pages_finished']} pages, {row['finished_pages_s'] / 60:.1f} min")
         return

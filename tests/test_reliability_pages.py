@@ -444,10 +444,14 @@ def test_the_estimate_prefers_the_one_run_record_of_a_page_over_the_older_one(tm
         "cold": {"notebooks": [{"notebook": "notebooks/a/x.ipynb", "seconds": 10.0},
                                {"notebook": "notebooks/a/y.ipynb", "seconds": 20.0}]},
         "cold_one_run": {"pages": [{"notebook": "a/x.ipynb", "seconds": 70.5},
-                                   {"notebook": "a/z.ipynb", "seconds": None}]}}}}))
+                                   {"notebook": "a/z.ipynb", "seconds": None}]},
+        # the pages the one run did not reach, run afterwards on its cache: over the oldest record only
+        "cold_continuation": {"pages": [{"notebook": "a/x.ipynb", "seconds": 5.0},
+                                        {"notebook": "a/w.ipynb", "seconds": 33.0}]}}}}))
     book_run.recorded_seconds.cache_clear()
     try:
-        assert book_run.recorded_seconds("cpu") == {"notebooks/a/x.ipynb": 70.5, "notebooks/a/y.ipynb": 20.0}
+        assert book_run.recorded_seconds("cpu") == {"notebooks/a/x.ipynb": 70.5, "notebooks/a/y.ipynb": 20.0,
+                                                    "notebooks/a/w.ipynb": 33.0}
         assert book_run.recorded_seconds("smoke") == {}
     finally:
         book_run.recorded_seconds.cache_clear()

@@ -52,10 +52,12 @@ def test_recorded_needs_read_book_json_and_a_missing_or_broken_file_gives_none(t
     assert schedule.recorded_needs("cpu", book_json=book) == {}  # no file
     book.write_text("{not json")
     assert schedule.recorded_needs("cpu", book_json=book) == {}
-    book.write_text(json.dumps({"scales": {"cpu": {"cold": {}}}}))  # no one-run record
+    book.write_text(json.dumps({"scales": {"cpu": {"cold": {}}}}))  # no relation recorded
     assert schedule.recorded_needs("cpu", book_json=book) == {}
-    book.write_text(json.dumps({"scales": {"cpu": {"cold_one_run": {"pages": [
-        {"notebook": "foundations/zoo.ipynb"}, {"notebook": "sat/fig5.ipynb", "needs": ["foundations/zoo.ipynb"]}]}}}}))
+    book.write_text(json.dumps({"scales": {"cpu": {"page_needs": ["not", "a", "map"]}}}))
+    assert schedule.recorded_needs("cpu", book_json=book) == {}
+    book.write_text(json.dumps({"scales": {"cpu": {"page_needs": {
+        "notebooks/foundations/zoo.ipynb": [], "notebooks/sat/fig5.ipynb": ["notebooks/foundations/zoo.ipynb"]}}}}))
     assert schedule.recorded_needs("cpu", book_json=book) == {
         "notebooks/foundations/zoo.ipynb": [], "notebooks/sat/fig5.ipynb": ["notebooks/foundations/zoo.ipynb"]}
     assert schedule.recorded_needs("smoke", book_json=book) == {}  # another scale

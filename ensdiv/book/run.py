@@ -469,6 +469,7 @@ def _minutes(seconds: float) -> str:
 def recorded_seconds(scale: str) -> dict[str, float]:
     """Each page's cold time at ``scale`` as ``benchmarks/results/book.json`` records it (``{}``: none): the
     latest run of the whole book in one go (``cold_one_run``, also a partial one for the pages it reached), else
+    the pages a stopped one-run build did not reach, run afterwards on its cache (``cold_continuation``), else
     the older per-page record (``cold``)."""
     try:
         book = json.loads((project_root() / "benchmarks" / "results" / "book.json").read_text())
@@ -476,8 +477,9 @@ def recorded_seconds(scale: str) -> dict[str, float]:
     except (OSError, ValueError, KeyError, TypeError):
         return {}
     out: dict[str, float] = {}
-    for key, pages, prefix in (("cold", "notebooks", ""), ("cold_one_run", "pages", "notebooks/")):
-        try:  # the one run's pages override the older record's
+    for key, pages, prefix in (("cold", "notebooks", ""), ("cold_continuation", "pages", "notebooks/"),
+                               ("cold_one_run", "pages", "notebooks/")):
+        try:  # the one run's pages override the older records'; a continuation on its cache, the oldest
             out.update({prefix + r["notebook"]: float(r["seconds"]) for r in row[key][pages] if r.get("seconds")})
         except (KeyError, TypeError, ValueError):
             continue

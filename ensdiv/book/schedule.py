@@ -11,8 +11,8 @@ Who shares what is read off executed copies: each records the cache entries its 
 (``metadata.ensdiv.cache``). A page *needs* the earlier page that first used (so, in a cold build, computed) an
 entry it uses (a model, a checkpoint, predictions, a chapter's own computed data), not the other pages that read it
 too; datasets are left out (every page reads the Fashion-MNIST tensors, built in seconds). A cold build has no
-executed copies, so :func:`recorded_needs` reads the relation ``benchmarks/bench_book.py --record-run`` saved with
-the last one-run build in ``benchmarks/results/book.json``. A wrong or missing relation costs only time: the
+executed copies, so :func:`recorded_needs` reads the relation ``benchmarks/bench_book.py --record-run`` saved from
+the last recorded build in ``benchmarks/results/book.json``. A wrong or missing relation costs only time: the
 store lock keeps every entry computed once.
 """
 
@@ -68,13 +68,14 @@ def needs_from_entries(pages: Sequence[str], entries: Mapping[str, Iterable[str]
 
 
 def recorded_needs(scale: str, *, book_json: Path | None = None) -> dict[str, list[str]]:
-    """The needs ``benchmarks/results/book.json`` recorded with its last one-run build at ``scale``
-    (``{"notebooks/<chapter>/<page>.ipynb": [earlier pages]}``; ``{}`` where none is recorded)."""
+    """The needs ``benchmarks/results/book.json`` records at ``scale`` (``scales.<scale>.page_needs``, written by
+    ``benchmarks/bench_book.py --record-run`` from a build's executed copies): ``{"notebooks/<chapter>/<page>.ipynb":
+    [earlier pages]}``, ``{}`` where none is recorded."""
     path = book_json or project_root() / "benchmarks" / "results" / "book.json"
     try:
-        pages = json.loads(path.read_text())["scales"][scale]["cold_one_run"]["pages"]
-        return {f"notebooks/{p['notebook']}": [f"notebooks/{q}" for q in p.get("needs", [])] for p in pages}
-    except (OSError, ValueError, KeyError, TypeError):
+        needs = json.loads(path.read_text())["scales"][scale]["page_needs"]
+        return {str(page): [str(q) for q in before] for page, before in needs.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
 
 
