@@ -224,7 +224,8 @@ def zoo_throughput(cache: Path, scale: str = "cpu") -> dict:
             "zoo_train_time_s": round(sum(x for x in table["train_time_s"].fillna(0)), 1)}
 
 
-def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = "", note: str = "") -> dict:
+def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = "", note: str = "",
+            only: list[str] | None = None) -> dict:
     """The record of one ``ensdiv book`` run from its build folder, finished or stopped: per page its status, its
     seconds (papermill's duration of the executed copy) and its claims' verdicts (the records the page
     promoted), the ``commit`` the run was made of (its checkout), and ``status`` "one run" only when every page of the
@@ -235,6 +236,8 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     pages, missing = [], []
     for nb in toc_notebooks(root=ROOT):
         rel = nb.relative_to(ROOT).as_posix()
+        if only is not None and rel not in only:
+            continue
         copy = executed / rel
         if not copy.exists():
             missing.append(rel)
@@ -295,6 +298,8 @@ def main() -> None:
     parser.add_argument("--as", dest="record_as", default="cold_one_run", metavar="KEY",
                         help="with --record-run: the key of the scale's record (cold_continuation: the pages a "
                              "stopped one-run build did not reach, run afterwards on its cache)")
+    parser.add_argument("--pages", type=Path, default=None, metavar="FILE",
+                        help="with --record-run: record only the pages FILE lists (one notebooks/... path a line)")
     parser.add_argument("--started", default="", help="with --record-run: when the run started")
     parser.add_argument("--commit", default="", help="with --record-run: the commit the run was made of")
     parser.add_argument("--ledger-edits", action="store_true",
@@ -303,7 +308,8 @@ def main() -> None:
     out = ROOT / "benchmarks" / "results" / "book.json"
     if args.record_run:
         payload = json.loads(out.read_text()) if out.exists() else {}
-        row = one_run(args.record_run, commit=args.commit, started=args.started, note=args.note)
+        only = [line.strip() for line in args.pages.read_text().splitlines() if line.strip()] if args.pages else None
+        row = one_run(args.record_run, commit=args.commit, started=args.started, note=args.note, only=only)
         scale_row = payload.setdefault("scales", {}).setdefault("cpu", {})
         scale_row[args.record_as] = row
         scale_row["page_needs"] = page_needs(args.record_run)
