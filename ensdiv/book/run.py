@@ -33,6 +33,7 @@ import yaml
 from nbformat.warnings import MissingIDFieldWarning
 
 from ensdiv import chapters, reads, tracing
+from ensdiv.book import schedule
 from ensdiv.book.parameters import inject, render
 from ensdiv.book.stamps import (
     data_signature,
@@ -367,8 +368,6 @@ def _parallel_order(notebooks: list[Path], root: Path, out_root: Path, scale: st
                     estimates: dict[Path, float]) -> tuple[dict[Path, list[Path]], dict[Path, float]]:
     """What each page waits for in a parallel run and its priority (:mod:`ensdiv.book.schedule`): the needs
     recorded with the last one-run build, joined with those the executed copies here record."""
-    from ensdiv.book import schedule
-
     def name(nb: Path) -> str:
         return _name(nb, root)
 
@@ -398,8 +397,6 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
     import multiprocessing
     import queue
 
-    from ensdiv.book.schedule import TIMED_PAGES, next_page
-
     needs, priority = order
     root = options["root"]
     threads = str(max(1, (os.cpu_count() or 1) // jobs))
@@ -413,8 +410,8 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
         try:
             while waiting or running:
                 while len(running) < jobs and waiting:
-                    nb = next_page(waiting, needs, set(waiting) | running, priority, running=running,
-                                   alone={nb for nb in notebooks if _name(nb, root) in TIMED_PAGES})
+                    nb = schedule.next_page(waiting, needs, set(waiting) | running, priority, running=running,
+                                            alone={p for p in notebooks if _name(p, root) in schedule.TIMED_PAGES})
                     if nb is None:
                         break
                     waiting.remove(nb)
