@@ -29,15 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def first_used(build: Path, scale: str = "cpu") -> dict[str, str]:
-    """Each cache entry the executed copies of ``build`` record, with the first page (in book order) that used it."""
-    from ensdiv.book import stamps, toc_notebooks
+    """Each cache entry the executed copies of ``build`` record (datasets aside), with the first page in book order
+    that used it (:func:`ensdiv.book.schedule.first_users`)."""
+    from ensdiv.book import schedule, stamps, toc_notebooks
 
-    out: dict[str, str] = {}
-    for nb in toc_notebooks(root=ROOT):
-        rel = nb.relative_to(ROOT).as_posix()
-        for entry in stamps.meta_of(build / "executed" / scale / rel).get("cache") or []:
-            out.setdefault(entry, rel)
-    return out
+    pages = [nb.relative_to(ROOT).as_posix() for nb in toc_notebooks(root=ROOT)]
+    return schedule.first_users(pages, {p: stamps.meta_of(build / "executed" / scale / p).get("cache") or []
+                                        for p in pages})
 
 
 def cold_copy(cache: Path, dest: Path, drop: list[str]) -> int:
@@ -73,7 +71,7 @@ def main() -> None:
 
     order = [nb.relative_to(ROOT).as_posix() for nb in toc_notebooks(root=ROOT)]
     pages = [p for p in order if p in set(args.pages)]
-    drop = sorted(e for e, p in first_used(args.build).items() if p in pages and not e.startswith("datasets/"))
+    drop = sorted(e for e, p in first_used(args.build).items() if p in pages)
     row: dict = {"pages": pages, "entries_removed": len(drop), "cpu_count": os.cpu_count(), "note": args.note,
                  "when": time.strftime("%Y-%m-%d %H:%M:%S")}
     for jobs in (1, 2):

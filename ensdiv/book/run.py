@@ -368,20 +368,16 @@ def _parallel_order(notebooks: list[Path], root: Path, out_root: Path, scale: st
                     estimates: dict[Path, float]) -> tuple[dict[Path, list[Path]], dict[Path, float]]:
     """What each page waits for in a parallel run and its priority (:mod:`ensdiv.book.schedule`): the needs
     recorded with the last one-run build, joined with those the executed copies here record."""
-    def name(nb: Path) -> str:
-        return _name(nb, root)
-
-    toc = [name(nb) for nb in toc_notebooks(root=root)] if (root / "_toc.yml").exists() else []
-    pages = toc + [name(nb) for nb in notebooks if name(nb) not in toc]
+    by_name = {_name(nb, root): nb for nb in notebooks}
+    toc = [_name(nb, root) for nb in toc_notebooks(root=root)] if (root / "_toc.yml").exists() else []
+    pages = toc + [p for p in by_name if p not in toc]
     local = schedule.needs_from_entries(pages, {p: meta_of(out_root / p).get("cache") or [] for p in pages})
     recorded = schedule.recorded_needs(scale)
-    by_name = {name(nb): nb for nb in notebooks}
-    needs = {nb: [by_name[q] for q in sorted(set(local.get(p, [])) | set(recorded.get(p, []))) if q in by_name]
-             for p, nb in by_name.items()}
+    needs = {p: sorted((set(local.get(p, [])) | set(recorded.get(p, []))) & set(by_name)) for p in by_name}
     seconds = {p: estimates.get(nb) or recorded_seconds(scale).get(p) for p, nb in by_name.items()}
-    names = [name(nb) for nb in notebooks]
-    priority = schedule.critical_path(names, {p: [name(q) for q in needs[by_name[p]]] for p in names}, seconds)
-    return needs, {by_name[p]: v for p, v in priority.items()}
+    priority = schedule.critical_path(list(by_name), needs, seconds)
+    return ({by_name[p]: [by_name[q] for q in before] for p, before in needs.items()},
+            {by_name[p]: v for p, v in priority.items()})
 
 
 def _name(nb: Path, root: Path) -> str:
@@ -404,6 +400,7 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
     if options["progress"]:
         print(f"{jobs} pages at a time, {limits['OMP_NUM_THREADS']} thread(s) each.", flush=True)
     waiting, done, running = list(notebooks), {}, set()
+    alone = {nb for nb in notebooks if _name(nb, root) in schedule.TIMED_PAGES}
     finished: queue.Queue = queue.Queue()
     with _environ(**limits):  # the page processes and their kernels inherit them
         pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_job_start)
@@ -411,7 +408,7 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
             while waiting or running:
                 while len(running) < jobs and waiting:
                     nb = schedule.next_page(waiting, needs, set(waiting) | running, priority, running=running,
-                                            alone={p for p in notebooks if _name(p, root) in schedule.TIMED_PAGES})
+                                            alone=alone)
                     if nb is None:
                         break
                     waiting.remove(nb)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from ensdiv.paths import project_root
 
-__all__ = ["SHARED_KINDS_IGNORED", "TIMED_PAGES", "needs_from_entries", "recorded_needs", "critical_path", "next_page"]
+__all__ = ["SHARED_KINDS_IGNORED", "TIMED_PAGES", "first_users", "needs_from_entries", "recorded_needs",
+           "critical_path", "next_page"]
 
 #: pages whose results include wall-clock timings (a claim on a speed ratio, or seconds shown as facts): in a
 #: parallel run each runs alone, so that no other page shares its cores while it times
@@ -41,6 +42,21 @@ TIMED_PAGES = frozenset({
 SHARED_KINDS_IGNORED = frozenset({"datasets"})
 
 
+def first_users(pages: Sequence[str], entries: Mapping[str, Iterable[str]]) -> dict[str, str]:
+    """Each cache entry the pages used (datasets aside), with the first page, in the order of ``pages``, that used
+    it: the page that computed it in a cold build.
+
+    >>> first_users(["zoo", "tab2"], {"zoo": ["model/a.pt", "datasets/f.pt"], "tab2": ["model/a.pt", "model/b.pt"]})
+    {'model/a.pt': 'zoo', 'model/b.pt': 'tab2'}
+    """
+    first: dict[str, str] = {}
+    for p in pages:
+        for e in entries.get(p, ()):
+            if e.split("/", 1)[0] not in SHARED_KINDS_IGNORED:
+                first.setdefault(e, p)
+    return first
+
+
 def needs_from_entries(pages: Sequence[str], entries: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
     """Each page's earlier pages (in the order of ``pages``) that first used, and so computed in a cold build, an
     entry it uses, datasets aside.
@@ -55,11 +71,7 @@ def needs_from_entries(pages: Sequence[str], entries: Mapping[str, Iterable[str]
     ...                     "tab2": ["model/a.pt", "predictions/b.pt"], "tab3": ["model/a.pt"]})
     {'zoo': [], 'fig1': [], 'tab2': ['zoo'], 'tab3': ['zoo']}
     """
-    first: dict[str, str] = {}
-    for p in pages:
-        for e in entries.get(p, ()):
-            if e.split("/", 1)[0] not in SHARED_KINDS_IGNORED:
-                first.setdefault(e, p)
+    first = first_users(pages, entries)
     out = {}
     for p in pages:
         makers = {first[e] for e in entries.get(p, ()) if e in first and first[e] != p}
