@@ -135,3 +135,41 @@ def test_style_sheets_named_only_when_the_book_has_them(tmp_path):
     (tmp_path / "book" / "_static" / "ensdiv.css").write_text("main {}\n")
     styled = yaml.safe_load(book_config(tmp_path / "_config.yml", tmp_path / "out").read_text())
     assert styled["sphinx"]["config"]["html_css_files"][-1] == "ensdiv.css"
+
+
+class _FlakyPapermill:
+    """Stands in for papermill: the first ``fails`` calls raise ``error``, the next one succeeds."""
+
+    def __init__(self, error, fails):
+        self.error, self.fails, self.calls = error, fails, 0
+
+    def execute_notebook(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls <= self.fails:
+            raise self.error
+
+
+def test_a_kernel_that_dies_before_it_starts_is_started_again(tmp_path, monkeypatch):
+    """Bad input: the kernel's port was taken by a kernel started at the same moment (CI, 28 Nov 2026:
+    ``ZMQError: Address already in use``), so it dies before replying; the run starts it again."""
+    monkeypatch.setattr(runner.time, "sleep", lambda s: None)
+    died = RuntimeError("Kernel died before replying to kernel_info")
+    pm = _FlakyPapermill(died, fails=runner.KERNEL_STARTS - 1)
+    runner._start_and_run(pm, nbformat.v4.new_notebook(), tmp_path / "o.ipynb", kernel="python3", cwd=tmp_path)
+    assert pm.calls == runner.KERNEL_STARTS
+    # it gives up after KERNEL_STARTS tries and raises what the last one said
+    pm = _FlakyPapermill(died, fails=runner.KERNEL_STARTS)
+    with pytest.raises(RuntimeError, match="kernel_info"):
+        runner._start_and_run(pm, nbformat.v4.new_notebook(), tmp_path / "o.ipynb", kernel="python3", cwd=tmp_path)
+    assert pm.calls == runner.KERNEL_STARTS
+
+
+def test_a_failure_inside_a_cell_is_not_run_again(tmp_path, monkeypatch):
+    """Bad input: a cell that raises (or a kernel that dies once running) is a real failure: one call only."""
+    monkeypatch.setattr(runner.time, "sleep", lambda s: None)
+    for error in (ValueError("a cell raised"), RuntimeError("Kernel died")):
+        pm = _FlakyPapermill(error, fails=1)
+        with pytest.raises(type(error)):
+            runner._start_and_run(pm, nbformat.v4.new_notebook(), tmp_path / "o.ipynb", kernel="python3",
+                                  cwd=tmp_path)
+        assert pm.calls == 1

@@ -534,6 +534,37 @@ def _environ(**values: str) -> Iterator[None]:
             else:
                 os.environ[k] = v
 
+#: how often a kernel that dies before it answers is started again (no cell has run, so nothing is repeated)
+KERNEL_STARTS = 3
+
+
+def _kernel_did_not_start(exc: BaseException) -> bool:
+    """Whether ``exc`` says the kernel never came up: jupyter_client picks free TCP ports and the kernel binds
+    them a moment later, so a kernel started at the same moment elsewhere (pytest-xdist, ``--jobs``) can take
+    one first and this kernel dies before it replies (seen in CI: ``ZMQError: Address already in use``)."""
+    return isinstance(exc, RuntimeError) and "Kernel died before replying to kernel_info" in str(exc)
+
+
+def _start_and_run(pm: Any, source: nbformat.NotebookNode, tmp: Path, *, kernel: str, cwd: Path) -> None:
+    """``papermill.execute_notebook`` into ``tmp``, starting the kernel again (up to :data:`KERNEL_STARTS`
+    times) when it dies before running anything; any other failure, or a kernel that died once it had
+    started, is raised as it is."""
+    for attempt in range(1, KERNEL_STARTS + 1):
+        try:
+            pm.execute_notebook(
+                source, str(tmp), parameters=None, kernel_name=kernel, cwd=str(cwd),
+                progress_bar=False, log_output=False,
+                # a clean terminal: the kernel's "running over TCP without encryption" notice is not
+                # the reader's business (its errors still show)
+                extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            )
+            return
+        except Exception as exc:  # noqa: BLE001 - only a kernel that never started is tried again
+            if attempt == KERNEL_STARTS or not _kernel_did_not_start(exc):
+                raise
+            time.sleep(0.5 * attempt)
+
+
 def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], stamp: dict, *, kernel: str,
              scale: str, trace: bool = True) -> NotebookResult:
     """Run one notebook into ``out``: papermill writes a partial copy, the claim records go to a staging folder
@@ -557,13 +588,7 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
             try:
                 # the parameters are written by us as Python literals; papermill translates none of them
                 source = read_notebook(nb, params=params)
-                pm.execute_notebook(
-                    source, str(tmp), parameters=None, kernel_name=kernel, cwd=str(nb.parent),
-                    progress_bar=False, log_output=False,
-                    # a clean terminal: the kernel's "running over TCP without encryption" notice is not
-                    # the reader's business (its errors still show)
-                    extra_arguments=["--IPKernelApp.log_level=ERROR"],
-                )
+                _start_and_run(pm, source, tmp, kernel=kernel, cwd=nb.parent)
                 why = unfinished(json.loads(tmp.read_text()))
                 if why:
                     raise EnsdivError(f"The run did not finish: {why}")
