@@ -173,3 +173,13 @@ def test_a_failure_inside_a_cell_is_not_run_again(tmp_path, monkeypatch):
             runner._start_and_run(pm, nbformat.v4.new_notebook(), tmp_path / "o.ipynb", kernel="python3",
                                   cwd=tmp_path)
         assert pm.calls == 1
+
+
+def test_a_page_that_times_itself_gets_every_core_in_a_parallel_run():
+    """Two pages at a time on two cores: one thread each, both for the page that runs alone to time itself;
+    bad input: one core for two pages still gives each a thread, and a limit the user set is kept."""
+    assert runner.thread_limits(2, alone=False, cores=2, environ={})["OMP_NUM_THREADS"] == "1"
+    assert runner.thread_limits(2, alone=True, cores=2, environ={})["OMP_NUM_THREADS"] == "2"
+    assert runner.thread_limits(4, alone=False, cores=16, environ={})["MKL_NUM_THREADS"] == "4"
+    assert runner.thread_limits(2, alone=False, cores=1, environ={})["OMP_NUM_THREADS"] == "1"
+    assert runner.thread_limits(2, alone=True, cores=2, environ={"OMP_NUM_THREADS": "1"})["OMP_NUM_THREADS"] == "1"

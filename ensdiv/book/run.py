@@ -358,10 +358,29 @@ def _job_start() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _one_job(args: tuple[Path, dict[str, Any]]) -> NotebookResult:
-    nb, options = args
-    (res,) = run_notebooks([nb], **options)
+def _one_job(args: tuple[Path, dict[str, Any], dict[str, str]]) -> NotebookResult:
+    nb, options, limits = args
+    with _environ(**limits):  # the page's kernel inherits its thread limits
+        (res,) = run_notebooks([nb], **options)
     return res
+
+
+def thread_limits(jobs: int, *, alone: bool, cores: int | None = None,
+                  environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS`` for one page of a run of ``jobs`` pages at a time: the
+    ``cores`` shared out (``cores // jobs``, at least one), all of them for a page that runs ``alone`` (a page
+    that times itself: its seconds are then those of the whole machine, as its record's are); a value the
+    caller set in ``environ`` wins.
+
+    >>> thread_limits(2, alone=False, cores=2, environ={})
+    {'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'}
+    >>> thread_limits(2, alone=True, cores=2, environ={"MKL_NUM_THREADS": "3"})
+    {'OMP_NUM_THREADS': '2', 'MKL_NUM_THREADS': '3'}
+    """
+    cores = cores or os.cpu_count() or 1
+    env = os.environ if environ is None else environ
+    threads = str(cores if alone else max(1, cores // jobs))
+    return {k: env.get(k) or threads for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
 def _parallel_order(notebooks: list[Path], root: Path, out_root: Path, scale: str,
@@ -395,10 +414,11 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
 
     needs, priority = order
     root = options["root"]
-    threads = str(max(1, (os.cpu_count() or 1) // jobs))
-    limits = {k: os.environ.get(k) or threads for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    # both read before the shared limits are set below (a value set by the caller wins, not one set here)
+    limits, solo = thread_limits(jobs, alone=False), thread_limits(jobs, alone=True)
     if options["progress"]:
-        print(f"{jobs} pages at a time, {limits['OMP_NUM_THREADS']} thread(s) each.", flush=True)
+        print(f"{jobs} pages at a time, {limits['OMP_NUM_THREADS']} thread(s) each "
+              f"({solo['OMP_NUM_THREADS']} for a page that times itself, alone).", flush=True)
     waiting, done, running = list(notebooks), {}, set()
     alone = {nb for nb in notebooks if _name(nb, root) in schedule.TIMED_PAGES}
     finished: queue.Queue = queue.Queue()
@@ -413,7 +433,7 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
                         break
                     waiting.remove(nb)
                     running.add(nb)
-                    pool.apply_async(_one_job, ((nb, options),), callback=lambda r, nb=nb: finished.put((nb, r)),
+                    pool.apply_async(_one_job, ((nb, options, solo if nb in alone else limits),), callback=lambda r, nb=nb: finished.put((nb, r)),
                                      error_callback=lambda e, nb=nb: finished.put((nb, e)))
                 nb, res = finished.get()
                 running.discard(nb)
