@@ -225,7 +225,7 @@ def zoo_throughput(cache: Path, scale: str = "cpu") -> dict:
 
 
 def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = "", note: str = "",
-            only: list[str] | None = None) -> dict:
+            only: list[str] | None = None, jobs: int | None = None) -> dict:
     """The record of one ``ensdiv book`` run from its build folder, finished or stopped: per page its status, its
     seconds (papermill's duration of the executed copy) and its claims' verdicts (the records the page
     promoted), the ``commit`` the run was made of (its checkout), and ``status`` "one run" only when every page of the
@@ -257,7 +257,9 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     whole = not missing and all(p["status"] == "ok" for p in pages) and bool(run)
     return {"status": "one run" if whole else "partial one run", "started": started, "note": note,
             "commit": commit, "pages_finished": len(pages), "pages_not_reached": missing,
-            "finished_pages_s": round(done, 1), "run_s": run.get("run_s"), "render_s": run.get("render_s"),
+            "finished_pages_s": round(done, 1), "jobs": run.get("jobs") or jobs, "run_s": run.get("run_s"),
+            "render_s": run.get("render_s"),
+            "wall_s": round(run["run_s"] + run["render_s"], 1) if run.get("run_s") and run.get("render_s") else None,
             "pages": pages}
 
 
@@ -302,6 +304,8 @@ def main() -> None:
                         help="with --record-run: record only the pages FILE lists (one notebooks/... path a line)")
     parser.add_argument("--started", default="", help="with --record-run: when the run started")
     parser.add_argument("--commit", default="", help="with --record-run: the commit the run was made of")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="with --record-run: the run's --jobs, where its timings file does not say")
     parser.add_argument("--ledger-edits", action="store_true",
                         help="only measure which pages five kinds of edit re-run, from the dry-run ledger")
     args = parser.parse_args()
@@ -309,7 +313,8 @@ def main() -> None:
     if args.record_run:
         payload = json.loads(out.read_text()) if out.exists() else {}
         only = [line.strip() for line in args.pages.read_text().splitlines() if line.strip()] if args.pages else None
-        row = one_run(args.record_run, commit=args.commit, started=args.started, note=args.note, only=only)
+        row = one_run(args.record_run, commit=args.commit, started=args.started, note=args.note, only=only,
+                      jobs=args.jobs)
         scale_row = payload.setdefault("scales", {}).setdefault("cpu", {})
         scale_row[args.record_as] = row
         scale_row["page_needs"] = page_needs(args.record_run)

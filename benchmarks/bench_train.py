@@ -11,7 +11,14 @@ Measured in one run, on the same inputs (28x28x1, 10 classes), for the cpu-scale
 4. **batch size** 64 / 128 / 256 through the engine (images/s only; the accuracy side is the zoo's table);
 5. **workers against threads**: four small recipes built by :func:`ensdiv.workers.build_many` with two
    processes of one thread each, against one process with two threads (wall seconds, same recipes,
-   fresh caches).
+   fresh caches);
+6. ``--compile``: **torch.compile over a whole training run** — per architecture, the compiled raw step
+   against the eager one from the same initial weights on the same batches: the first compiled step's
+   seconds (compilation), the steady images/s of each, the whole zoo run projected from them (the images
+   a cpu zoo model sees, :func:`ensdiv.chapters.zoo.images_seen`, plus compilation), and whether the two
+   trained models agree (training loss, top-1 agreement on held-out images); and **MFU**: the step's FLOP
+   per image (``torch.utils.flop_counter``, forward and backward) times the engine's images/s, over the
+   machine's FP32 peak as measured here by a large matrix product on the same threads.
 
 Ratios > 1 mean the lever is faster. Every figure is the median of ``--repeats`` timings. Run on an idle
 machine: ``python benchmarks/bench_train.py [--quick]``; writes ``benchmarks/results/train.json``.
@@ -32,7 +39,7 @@ import torch.nn.functional as F
 from _common import write
 
 import ensdiv as ed
-from ensdiv.chapters.zoo import ARCHS
+from ensdiv.chapters.zoo import ARCHS, images_seen, zoo_recipes
 from ensdiv.data import TensorSet
 from ensdiv.models import create_model
 from ensdiv.train import Optim, fit
@@ -42,8 +49,8 @@ CONV = {"small_cnn", "squeezenet", "resnet", "resnext", "densenet", "mobilenetv3
         "convnext", "convmixer"}
 
 
-def _data(n: int) -> TensorSet:
-    g = torch.Generator().manual_seed(0)
+def _data(n: int, seed: int = 0) -> TensorSet:
+    g = torch.Generator().manual_seed(seed)
     return TensorSet(torch.rand(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g), "bench",
                      [str(i) for i in range(10)])
 
@@ -132,14 +139,126 @@ def workers_vs_threads(repeats: int) -> dict:
     return out
 
 
+def _steps(model, batches, opt) -> tuple[list[float], float]:
+    """Train ``model`` one step per batch; each step's seconds and the last step's loss."""
+    times, loss = [], float("nan")
+    for xb, yb in batches:
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        out = model(xb)
+        out = out.reshape(-1, out.shape[-1])
+        lo = F.cross_entropy(out, yb.repeat(out.shape[0] // len(yb)))
+        lo.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        loss = float(lo)
+    return times, loss
+
+
+def compile_run(name: str, data: TensorSet, held: TensorSet, *, batch: int = 64) -> dict:
+    """Eager against ``torch.compile`` for one architecture: two copies of one initialisation trained on the same
+    batches (one pass over ``data``); compilation is the first compiled step less the median eager step."""
+    batches = [(data.x[i:i + batch], data.y[i:i + batch]) for i in range(0, len(data) - batch + 1, batch)]
+    row: dict = {}
+    models = {}
+    for mode in ("eager", "compiled"):
+        torch.manual_seed(0)
+        model = create_model(name).train()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        torch.manual_seed(1)
+        step = torch.compile(model) if mode == "compiled" else model
+        times, loss = _steps(step, batches, opt)
+        steady = statistics.median(times[1:])
+        row[f"{mode}_img_s"] = batch / steady
+        row[f"{mode}_first_step_s"] = times[0]
+        row[f"{mode}_final_loss"] = loss
+        models[mode] = model.eval()
+    row["compile_s"] = max(0.0, row["compiled_first_step_s"] - batch / row["eager_img_s"])
+    row["steady_ratio"] = row["compiled_img_s"] / row["eager_img_s"]
+    with torch.no_grad():
+        a, b = (models[m](held.x).reshape(-1, len(held), 10).mean(0).argmax(-1) for m in ("eager", "compiled"))
+    row["top1_agreement"] = float((a == b).float().mean())
+    return row
+
+
+def step_flop_per_image(name: str, *, batch: int = 64) -> float:
+    """FLOP of one training step (forward and backward) per image, as ``torch.utils.flop_counter`` counts them
+    (matrix products and convolutions)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    model = create_model(name).train()
+    x, y = torch.rand(batch, 1, 28, 28), torch.randint(0, 10, (batch,))
+    with FlopCounterMode(display=False) as counter:
+        out = model(x)
+        out = out.reshape(-1, out.shape[-1])
+        F.cross_entropy(out, y.repeat(out.shape[0] // batch)).backward()
+    return counter.get_total_flops() / batch
+
+
+def measured_peak_flops(n: int = 2048, repeats: int = 5) -> float:
+    """FP32 FLOP/s of an ``n``x``n`` matrix product on this process's threads (the best of ``repeats``): the peak
+    the MFU is taken against, the most a dense kernel reaches here."""
+    a, b = torch.rand(n, n), torch.rand(n, n)
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2 * n**3 / best
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def compile_and_mfu(names: list[str], images: int) -> dict:
+    """Item 6 of the module docstring for ``names``: one row per architecture."""
+    data, held = _data(images), _data(512, seed=1)
+    recipes = zoo_recipes("cpu")
+    peak = measured_peak_flops()
+    rows = {}
+    for name in names:
+        row = compile_run(name, data, held)
+        recipe = next(r for r in recipes.values() if r.model.name == name)
+        seen = images_seen(recipe)
+        row["zoo_run_images"] = seen
+        row["zoo_run_eager_s"] = seen / row["eager_img_s"]
+        row["zoo_run_compiled_s"] = row["compile_s"] + seen / row["compiled_img_s"]
+        row["zoo_run_ratio"] = row["zoo_run_eager_s"] / row["zoo_run_compiled_s"]
+        row["same_results"] = bool(row["top1_agreement"] >= 0.95
+                                   and abs(row["compiled_final_loss"] - row["eager_final_loss"]) <= 0.05)
+        row["step_flop_per_image"] = step_flop_per_image(name)
+        row["engine_img_s"] = _median(lambda n=name: engine(n, data, batch=64), 1)
+        row["achieved_flop_s"] = row["step_flop_per_image"] * row["engine_img_s"]
+        row["mfu"] = row["achieved_flop_s"] / peak
+        rows[name] = row
+        print(f"{name:13s} compile {row['compile_s']:5.1f} s  steady {row['steady_ratio']:.2f}x  whole zoo run "
+              f"{row['zoo_run_ratio']:.2f}x  agree {row['top1_agreement']:.3f}  "
+              f"{row['step_flop_per_image'] / 1e6:6.1f} MFLOP/img  MFU {100 * row['mfu']:.0f} %", flush=True)
+    return {"threads": torch.get_num_threads(), "peak_flop_s_measured": peak, "images": images, "rows": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="three architectures, one repeat")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--images", type=int, default=1024, help="images per timed epoch")
+    ap.add_argument("--compile", action="store_true",
+                    help="only torch.compile over a whole zoo run and the MFU of each step (into train.json)")
     ap.add_argument("--packed", action="store_true",
                     help="only the Packed-Ensembles chapter's models, default vs channels_last (into train.json)")
     args = ap.parse_args()
+    if args.compile:
+        out = Path(__file__).resolve().parent / "results" / "train.json"
+        payload = json.loads(out.read_text()) if out.exists() else {}
+        names = ["small_cnn", "resnet", "vit"] if args.quick else list(ARCHS)
+        payload["compile_and_mfu"] = {
+            "note": "raw training step, batch 64, the process's default threads; the compiled and eager copies "
+                    "start from one initialisation; zoo_run_* project a cpu zoo model's whole training run "
+                    f"(compilation included); load average at start {os.getloadavg()[0]:.2f}",
+            **compile_and_mfu(names, args.images)}
+        out.write_text(json.dumps(payload, indent=2))
+        return
     if args.packed:
         out = Path(__file__).resolve().parent / "results" / "train.json"
         payload = json.loads(out.read_text()) if out.exists() else {}

@@ -433,7 +433,8 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
                         break
                     waiting.remove(nb)
                     running.add(nb)
-                    pool.apply_async(_one_job, ((nb, options, solo if nb in alone else limits),), callback=lambda r, nb=nb: finished.put((nb, r)),
+                    job = (nb, options, solo if nb in alone else limits)
+                    pool.apply_async(_one_job, (job,), callback=lambda r, nb=nb: finished.put((nb, r)),
                                      error_callback=lambda e, nb=nb: finished.put((nb, e)))
                 nb, res = finished.get()
                 running.discard(nb)

@@ -351,7 +351,7 @@ def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None,
     results = [] if html_only else run_notebooks(notebooks, scale=scale, force=force, root=root, jobs=jobs)
     executed = build_dir() / "executed" / scale
     if results:  # what this build ran and for how long (benchmarks/bench_book.py reads it)
-        timings = {"scale": scale, "run_s": round(time.perf_counter() - t_run, 1),
+        timings = {"scale": scale, "jobs": jobs, "run_s": round(time.perf_counter() - t_run, 1),
                    "notebooks": [{"notebook": r.path.relative_to(root).as_posix(), "status": r.status,
                                   "seconds": round(r.seconds, 1)} for r in results]}
         (build_dir() / f"timings-{scale}.json").write_text(json.dumps(timings, indent=1))
