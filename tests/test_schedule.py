@@ -7,20 +7,40 @@ from ensdiv.book import schedule
 
 def test_pages_that_share_only_a_dataset_do_not_wait_for_each_other():
     pages = ["zoo", "tab1", "fig5", "pe"]
-    entries = {"zoo": ["datasets/fm.pt", "model/a.pt", "model/b.pt"], "tab1": ["datasets/fm.pt", "model/a.pt"],
-               "fig5": ["model/b.pt", "checkpoint/c.pt"], "pe": ["datasets/fm.pt", "model/p.pt"]}
+    zoo_models = ["model/a.pt", "model/b.pt", "model/c.pt"]
+    entries = {"zoo": ["datasets/fm.pt", *zoo_models], "tab1": ["datasets/fm.pt", *zoo_models],
+               "fig5": [*zoo_models, "checkpoint/c.pt"], "pe": ["datasets/fm.pt", "model/p.pt"]}
     assert schedule.needs_from_entries(pages, entries) == {"zoo": [], "tab1": ["zoo"], "fig5": ["zoo"], "pe": []}
 
 
 def test_pages_that_read_the_same_models_need_the_page_that_trained_them_not_each_other():
     pages = ["basics", "zoo", "dd", "tm1", "tm2"]
-    entries = {"basics": ["model/s0.pt", "model/s1.pt"], "zoo": ["model/s0.pt", "model/r.pt", "model/v.pt"],
-               "dd": ["model/r.pt", "dd-cka/x.pt"], "tm1": ["model/r.pt", "predictions/r.pt"],
-               "tm2": ["model/v.pt", "dd-cka/x.pt", "predictions/r.pt"]}
-    # tm2 reads the zoo's model v, dd's CKA entry and tm1's predictions (tm1 computed them first); tm1 reads
-    # the zoo's model r, as dd does, and so does not wait for dd
+    s, r, v = ["model/s0.pt", "model/s1.pt", "model/s2.pt"], ["model/r0.pt", "model/r1.pt", "model/r2.pt"], \
+        ["model/v0.pt", "model/v1.pt", "model/v2.pt"]
+    preds = ["predictions/r0.pt", "predictions/r1.pt", "predictions/r2.pt"]
+    entries = {"basics": s, "zoo": [*s, *r, *v], "dd": [*r, "dd-cka/x.pt"], "tm1": [*r, *preds],
+               "tm2": [*v, "dd-cka/x.pt", *preds]}
+    # tm2 reads the zoo's models v, dd's CKA entry and tm1's predictions (tm1 computed them first); tm1 reads
+    # the zoo's models r, as dd does, and so does not wait for dd
     assert schedule.needs_from_entries(pages, entries) == {
         "basics": [], "zoo": ["basics"], "dd": ["zoo"], "tm1": ["zoo"], "tm2": ["zoo", "dd", "tm1"]}
+
+
+def test_a_page_sharing_one_or_two_models_with_an_earlier_page_starts_beside_it():
+    """The cold --jobs 2 run of 28 Nov 2026: the zoo page shares one model with deep-ensemble basics and
+    Packed-Ensembles' Table 1 one with the zoo; neither waits. Two models and their predictions are still few;
+    three entries, or a single entry of another kind (a SAT matrix: an hour of attacks), are a reason to wait."""
+    pages = ["basics", "zoo", "pe_tab1", "corruptions", "dd", "sat_fig2"]
+    entries = {"basics": ["model/s0.pt"], "zoo": ["model/s0.pt", "model/r.pt", "model/v.pt", "sat-matrix/m.pt"],
+               "pe_tab1": ["model/r.pt", "model/pe.pt"], "corruptions": ["model/s0.pt", "predictions/s0.pt"],
+               "dd": ["model/r.pt", "model/v.pt", "predictions/v.pt"], "sat_fig2": ["sat-matrix/m.pt"]}
+    # corruptions' two entries: basics computed the model, corruptions the predictions (first used there)
+    assert schedule.needs_from_entries(pages, entries) == {
+        "basics": [], "zoo": [], "pe_tab1": [], "corruptions": [], "dd": [], "sat_fig2": ["zoo"]}
+    entries["dd"] = ["model/r.pt", "model/v.pt", "model/s0.pt"]  # three shared entries (two pages: zoo, basics)
+    assert schedule.needs_from_entries(pages, entries)["dd"] == []
+    entries["dd"] = ["model/r.pt", "model/v.pt", "sat-matrix/m.pt"]  # three entries of the zoo's
+    assert schedule.needs_from_entries(pages, entries)["dd"] == ["zoo"]
 
 
 def test_a_page_without_a_record_needs_nothing_and_is_needed_by_no_one():

@@ -41,6 +41,16 @@ TIMED_PAGES = frozenset({
 #: cache entry kinds (the first folder of an entry's key) that do not make two pages depend on each other
 SHARED_KINDS_IGNORED = frozenset({"datasets"})
 
+#: entry kinds a page may share with an earlier page without waiting for that page to finish, as long as it shares
+#: at most :data:`FEW_SHARED` of them: a trained model (a couple of minutes at ``cpu``) and its predictions. A page
+#: that shares only a backbone or a reference model with the zoo page starts beside it, and the store's per-key
+#: lock makes whichever page reaches the model second wait for that model only (it is still computed once).
+#: Measured on 28 Nov 2026 (a cold ``--jobs 2`` run stopped after 64 min): with every shared entry a reason to
+#: wait, the zoo page (one model shared with deep-ensemble basics) started only after that page's 18 minutes,
+#: and Packed-Ensembles' Table 1 (one model shared with the zoo) would have started after the zoo's hour.
+FEW_SHARED_KINDS = frozenset({"model", "predictions"})
+FEW_SHARED = 2
+
 
 def first_users(pages: Sequence[str], entries: Mapping[str, Iterable[str]]) -> dict[str, str]:
     """Each cache entry the pages used (datasets aside), with the first page, in the order of ``pages``, that used
@@ -59,24 +69,35 @@ def first_users(pages: Sequence[str], entries: Mapping[str, Iterable[str]]) -> d
 
 def needs_from_entries(pages: Sequence[str], entries: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
     """Each page's earlier pages (in the order of ``pages``) that first used, and so computed in a cold build, an
-    entry it uses, datasets aside.
+    entry it uses, datasets aside, and unless all it shares with that page is one or two models or predictions
+    (:data:`FEW_SHARED_KINDS`: it starts beside it and waits on the store's lock for those entries only).
 
     Args:
         pages: page names in book order.
         entries: per page, the cache entries its run used (``"model/ab/abcd.pt"``); a page without a record has
             no needs and is needed by no one.
 
-    >>> needs_from_entries(["zoo", "fig1", "tab2", "tab3"],
-    ...                    {"zoo": ["model/a.pt", "datasets/f.pt"], "fig1": ["datasets/f.pt"],
-    ...                     "tab2": ["model/a.pt", "predictions/b.pt"], "tab3": ["model/a.pt"]})
-    {'zoo': [], 'fig1': [], 'tab2': ['zoo'], 'tab3': ['zoo']}
+    >>> needs_from_entries(["zoo", "fig1", "tab2", "tab3", "tab4"],
+    ...                    {"zoo": ["model/a.pt", "model/b.pt", "model/c.pt", "sat-matrix/s.pt", "datasets/f.pt"],
+    ...                     "fig1": ["datasets/f.pt"], "tab2": ["model/a.pt", "model/b.pt", "model/c.pt"],
+    ...                     "tab3": ["model/a.pt"], "tab4": ["sat-matrix/s.pt"]})
+    {'zoo': [], 'fig1': [], 'tab2': ['zoo'], 'tab3': [], 'tab4': ['zoo']}
     """
     first = first_users(pages, entries)
     out = {}
     for p in pages:
-        makers = {first[e] for e in entries.get(p, ()) if e in first and first[e] != p}
-        out[p] = [q for q in pages if q in makers]
+        shared: dict[str, list[str]] = {}
+        for e in entries.get(p, ()):
+            if e in first and first[e] != p:
+                shared.setdefault(first[e], []).append(e)
+        out[p] = [q for q in pages if q in shared and not _few(shared[q])]
     return out
+
+
+def _few(shared: Sequence[str]) -> bool:
+    """Whether entries a page shares with an earlier page are few enough to start beside it (:data:`FEW_SHARED`
+    entries at most, all of :data:`FEW_SHARED_KINDS`)."""
+    return len(shared) <= FEW_SHARED and all(e.split("/", 1)[0] in FEW_SHARED_KINDS for e in shared)
 
 
 def recorded_needs(scale: str, *, book_json: Path | None = None) -> dict[str, list[str]]:
