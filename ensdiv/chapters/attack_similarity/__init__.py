@@ -388,13 +388,17 @@ PRESETS.update({
     ),
     "attack-similarity/fig05_distillation": _zoo(
         # hard-label distillation (DeiT, as the paper) of a small ViT student from each other zoo model
-        common={"student": "arch/vit", "distill": "hard", "distill_alpha": 0.5},
+        # student_epochs: the students' epochs (0: the zoo recipe's own), the baseline student (no distillation)
+        # trained at the same budget. cpu: 2 of the zoo's 4 — at cpu no check counts (4 Transformer teachers
+        # leave no degrees of freedom for a partial r; the teachers span 19 accuracy points, not a narrow band),
+        # so half of the page's 23 minutes of students bought nothing countable (#53's budget)
+        common={"student": "arch/vit", "distill": "hard", "distill_alpha": 0.5, "student_epochs": 0},
         smoke={"student": "arch/mlp", "zoo": ["arch/small_cnn", "arch/vit", "arch/mixer"]},
         # cpu: 11 teachers, 4 of them Transformers (a correlation needs 4 points): DeiT, Swin, DeiT re-seeded and
         # a DeiT pre-trained with SimCLR then linear-probed (the zoo's dd/ models: no new teacher is trained)
         cpu={"zoo": ["arch/vit", "arch/small_cnn", "arch/resnet", "arch/resnext", "arch/densenet",
                      "arch/efficientnet", "arch/convnext", "arch/deit", "arch/swin", "arch/mixer",
-                     "dd/deit_tiny_p16_224", "dd/dino_deit_tiny1"]},
+                     "dd/deit_tiny_p16_224", "dd/dino_deit_tiny1"], "student_epochs": 2},
         # paper: students distil from zoo recipes (a Recipe's teacher must be a Recipe), not pretrained models
         paper={"zoo": ["arch/*"]},
     ),
