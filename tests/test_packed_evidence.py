@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -67,3 +69,46 @@ def test_the_gpu_record_of_fig3_and_app_h_is_read_as_facts():
     facts, note = ch.gpu_record("Fig. 3")
     assert facts["(c) speed vs (a) (GPU)"] == pytest.approx(1.674, abs=1e-3) and "H200" in note
     assert ch.gpu_record("Fig. 1")[0] == {}
+
+
+def test_the_image_bootstrap_statistics_equal_scikit_learn_and_a_hand_ece_row_by_row():
+    """The quantities Packed-Ensembles' image bootstrap hands to ``ed.report.sample_bootstrap``: per resample row,
+    AUROC/AUPR averaged over runs (scikit-learn's, OOD positive, in %), the mean of per-image values, and the 15-bin
+    ECE averaged over runs (a hand loop over the bins)."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    # the module (the package's name ``estimates`` is its function)
+    est = importlib.import_module("ensdiv.chapters.packed_ensembles.estimates")
+
+    rng = np.random.default_rng(0)
+    arrays = {"id0": rng.normal(0, 1, (3, 40)), "ood0": rng.normal(1, 1, (3, 25)),
+              "id1": rng.normal(0, 1, (3, 40)), "ood1": rng.normal(0.5, 1, (3, 25))}
+    pairs = [("id0", "ood0"), ("id1", "ood1")]
+
+    def sk(fn, r):
+        truth = np.r_[np.zeros(40), np.ones(25)]
+        return np.mean([100 * fn(truth, np.r_[arrays[a][r], arrays[b][r]]) for a, b in pairs])
+
+    assert est._ood_statistic("auroc", pairs)(arrays) == pytest.approx([sk(roc_auc_score, r) for r in range(3)])
+    assert est._ood_statistic("aupr", pairs)(arrays) == pytest.approx([sk(average_precision_score, r)
+                                                                       for r in range(3)])
+    values = rng.random((3, 40))
+    assert est._mean_statistic("v", {"v": values}) == pytest.approx(values.mean(1))
+
+    logits = rng.normal(0, 2, (2, 3, 60, 4))  # runs, resample rows, images, classes
+    probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    y = rng.integers(0, 4, (3, 60))
+
+    def hand_ece(p, labels):
+        conf, pred = p.max(1), p.argmax(1)
+        edges, total = np.linspace(0, 1, 16), 0.0
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            inside = (conf > lo) & (conf <= hi)
+            if inside.any():
+                total += inside.mean() * abs((pred[inside] == labels[inside]).mean() - conf[inside].mean())
+        return total
+
+    got = est._ece_statistic(["p0", "p1"], "y")({"p0": probs[0].astype(np.float32), "p1": probs[1].astype(np.float32),
+                                                  "y": y})
+    want = [np.mean([hand_ece(probs[k][r], y[r]) for k in range(2)]) for r in range(3)]
+    assert got == pytest.approx(want, abs=1e-5)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,6 @@ from ensdiv.errors import InvalidInputError, unknown_name
 MIN_SEEDS = 3
 #: The quantities :func:`estimates` knows: Table 1's and Table 2's columns (``r*`` on a shifted set).
 ESTIMATED_METRICS = ("acc", "nll", "ece", "aupr", "auroc", "fpr95", "rAcc", "rNLL", "rECE")
-_GROUPS = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -107,7 +105,8 @@ def _per_image(logits: Tensor, labels: Tensor) -> dict[str, np.ndarray]:
 
 def bootstrap(cfg: dict, wanted: Mapping[str, Measure], *, variants: Mapping[str, dict] | None = None,
               n_resamples: int = 1000, seed: int = 0) -> tuple[dict[str, Any], str]:
-    """A paired bootstrap of ``wanted`` over the evaluation images, the models of ``cfg``'s runs held fixed.
+    """A paired bootstrap of ``wanted`` over the evaluation images, the models of ``cfg``'s runs held fixed
+    (:func:`ensdiv.report.sample_bootstrap`, the report's one bootstrap).
 
     Each resample draws the test images, every OOD set and every shifted set anew, each set on its own (so an
     OOD metric keeps the OOD share of the data it was measured on); one draw serves every quantity, so the
@@ -140,62 +139,63 @@ def bootstrap(cfg: dict, wanted: Mapping[str, Measure], *, variants: Mapping[str
         return logits[label, run, key]
 
     labels = {k: d.y for k, d in sets.items()}
-    funcs = {}
+    # one sample per evaluation set (each resampled on its own), one quantity per wanted measure
+    samples: dict[str, dict[str, Any]] = {k: {f"{k}|labels": d.y.numpy()} for k, d in sets.items()}
+    quantities = {}
     for name, q in wanted.items():
-        per_run = []
-        for run in cfg["seeds"]:
-            if q.ood:
-                crit = q.criterion or "msp"
-                s_id = ood_scores(member_logits(q.label, run, "test"), crit).double().numpy()
-                s_ood = ood_scores(member_logits(q.label, run, f"ood:{q.ood_set or _default_ood(cfg)}"),
-                                   crit).double().numpy()
-                per_run.append((s_id, s_ood))
-            else:
-                key = f"shift:{q.shift_set}" if q.shift_set else "test"
-                per_run.append((key, _per_image(member_logits(q.label, run, key), labels[key])))
-        funcs[name] = _statistic(q, per_run, labels, cfg)
-    rng = np.random.default_rng(seed)
-    sizes = {k: len(d) for k, d in sets.items()}
-    full = {k: np.arange(n) for k, n in sizes.items()}
-    reps = np.empty((len(funcs), n_resamples))
-    for r in range(n_resamples):
-        idx = {k: rng.integers(0, n, n) for k, n in sizes.items()}
-        for i, fn in enumerate(funcs.values()):
-            reps[i, r] = fn(idx)
-    group = f"packed-ensembles-{next(_GROUPS)}"
-    out = {name: ed.report.Estimate(float(fn(full)), reps[i], "evaluation samples", "bootstrap", group)
-           for i, (name, fn) in enumerate(funcs.items())}
+        if q.ood:
+            crit, ood_key = q.criterion or "msp", f"ood:{q.ood_set or _default_ood(cfg)}"
+            pairs = []
+            for i, run in enumerate(cfg["seeds"]):
+                a, b = f"{name}|id|{i}", f"{name}|ood|{i}"
+                samples["test"][a] = ood_scores(member_logits(q.label, run, "test"), crit).double().numpy()
+                samples[ood_key][b] = ood_scores(member_logits(q.label, run, ood_key), crit).double().numpy()
+                pairs.append((a, b))
+            quantities[name] = _ood_statistic(q.metric, pairs)
+            continue
+        key = f"shift:{q.shift_set}" if q.shift_set else "test"
+        per_run = [_per_image(member_logits(q.label, run, key), labels[key]) for run in cfg["seeds"]]
+        base = q.metric.removeprefix("r").lower()
+        if base in ("acc", "nll"):
+            column = "correct" if base == "acc" else "nll"
+            samples[key][name] = np.mean([d[column] for d in per_run], axis=0) * (100 if base == "acc" else 1)
+            quantities[name] = functools.partial(_mean_statistic, name)
+        else:
+            names = [f"{name}|probs|{i}" for i in range(len(per_run))]
+            samples[key].update({n: d["probs"].numpy() for n, d in zip(names, per_run, strict=True)})
+            quantities[name] = _ece_statistic(names, f"{key}|labels")
+    est = ed.report.sample_bootstrap(samples, quantities, n_resamples=n_resamples, seed=seed)
     shown = ", ".join(f"{len(sets[k])} {k.split(':')[-1] if ':' in k else 'test'} images" for k in sets)
     n_runs = len(cfg["seeds"])
-    return out, (f"evaluation images: {n_resamples} paired bootstrap resamples ({shown}, each set resampled on "
-                 f"its own), the trained models held fixed ({n_runs} run{'s' if n_runs > 1 else ''}); training "
-                 "seeds not covered")
+    return est, (f"evaluation images: {n_resamples} paired bootstrap resamples ({shown}, each set resampled on its "
+                 f"own), the trained models held fixed ({n_runs} run{'s' if n_runs > 1 else ''}); training seeds "
+                 "not covered")
 
 
-def _statistic(q: Measure, per_run: list, labels: Mapping[str, Tensor], cfg: dict) -> Any:
-    """``f(indices by set) -> float``: ``q``'s metric on a resample, averaged over the runs."""
-    if q.ood:
-        key = f"ood:{q.ood_set or _default_ood(cfg)}"
-        metric = {"aupr": mt.aupr, "auroc": mt.auroc, "fpr95": functools.partial(mt.fpr_at_tpr, tpr=0.95)}[q.metric]
+def _mean_statistic(name: str, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per resample, the mean of the per-image values ``name`` (accuracy in %, NLL), already averaged over runs."""
+    return arrays[name].mean(-1)
 
-        def ood_stat(idx: Mapping[str, np.ndarray]) -> float:
-            return float(np.mean([100 * float(metric(torch.from_numpy(s_id[idx["test"]]),
-                                                     torch.from_numpy(s_ood[idx[key]]), validate_args=False))
-                                  for s_id, s_ood in per_run]))
-        return ood_stat
-    key = per_run[0][0]
-    base = q.metric.removeprefix("r").lower()
-    if base in ("acc", "nll"):
-        column = "correct" if base == "acc" else "nll"
-        values = np.mean([d[column] for _, d in per_run], axis=0) * (100 if base == "acc" else 1)
-        return lambda idx: float(values[idx[key]].mean())
-    y = labels[key]
 
-    def ece_stat(idx: Mapping[str, np.ndarray]) -> float:
-        i = torch.from_numpy(idx[key])
-        return float(np.mean([float(mt.ece(d["probs"][i], y[i], n_bins=15, validate_args=False))
-                              for _, d in per_run]))
-    return ece_stat
+def _ood_statistic(metric: str, pairs: list[tuple[str, str]]) -> Any:
+    """``f(arrays) -> (B,)``: the OOD ``metric`` (AUPR, AUROC, FPR at 95 % TPR, in %) of each resample, averaged over
+    the runs whose in-distribution and OOD score arrays ``pairs`` names."""
+    fn = {"aupr": mt.aupr, "auroc": mt.auroc, "fpr95": functools.partial(mt.fpr_at_tpr, tpr=0.95)}[metric]
+
+    def stat(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+        rows = len(arrays[pairs[0][0]])
+        return np.array([np.mean([100 * float(fn(torch.from_numpy(arrays[a][r]), torch.from_numpy(arrays[b][r]),
+                                                 validate_args=False)) for a, b in pairs]) for r in range(rows)])
+    return stat
+
+
+def _ece_statistic(names: list[str], labels: str) -> Any:
+    """``f(arrays) -> (B,)``: the 15-bin ECE of each resample, averaged over the runs' probabilities ``names``."""
+    def stat(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+        y = arrays[labels]
+        return np.array([np.mean([float(mt.ece(torch.from_numpy(arrays[n][r]), torch.from_numpy(y[r]), n_bins=15,
+                                                validate_args=False)) for n in names]) for r in range(len(y))])
+    return stat
 
 
 def swap_null(ours: Mapping[str, Any], a: str, b: str, *, seed: int) -> ed.report.Null:
