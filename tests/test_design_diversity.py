@@ -219,8 +219,8 @@ def test_presets_cover_every_scale_and_the_cpu_zoo_has_14_models():
 
 def test_smoke_sets_are_shifted_copies_of_the_same_test_images():
     cfg = ch.preset("fig07_trend_lines", "smoke", verbose=False, eval_images=12)
-    clean, _, _ = ch.eval_set(cfg, "clean")
-    lines, name, idx = ch.eval_set(cfg, "lines")
+    clean, _, _ = ch.eval_rows(cfg, "clean")
+    lines, name, idx = ch.eval_rows(cfg, "lines")
     assert idx is None and name == "fmnist-cbar/lines/1.6" and torch.equal(clean.y, lines.y)
     assert lines.x.shape == clean.x.shape and not torch.equal(lines.x, clean.x)
     with pytest.raises(ed.UnknownNameError):

@@ -54,21 +54,21 @@ def test_paper_eval_sets_load_from_local_folders(fake_imagenet):
     cfg = ch.preset("fig05_06_ensemble_diversity", "paper", verbose=False, eval_images=2)
     for key, expect_name in (("v2", "imagenet-v2"), ("lines", "imagenet-cbar/lines/1.6"),
                              ("plasma", "imagenet-cbar/plasma_noise/4.0")):
-        data, name, idx = ch.eval_set(cfg, key)
+        data, name, idx = ch.eval_rows(cfg, key)
         assert idx is None and name.startswith(expect_name)
         assert data.x.shape == (2, 3, 224, 224) and 0.0 <= float(data.x.min()) <= float(data.x.max()) <= 1.0
         assert set(data.y.tolist()) <= {0, 7, 999} and len(set(data.y.tolist())) == 2
     # the same seed draws the same subset; all images when eval_images is 0
-    again = ch.eval_set(ch.preset("fig05_06_ensemble_diversity", "paper", verbose=False, eval_images=2), "v2")[0]
-    assert torch.equal(again.y, ch.eval_set(cfg, "v2")[0].y)
-    assert len(ch.eval_set(cfg, "v2", 0)[0]) == 3
+    again = ch.eval_set(ch.preset("fig05_06_ensemble_diversity", "paper", verbose=False, eval_images=2), "v2")
+    assert torch.equal(again.y, ch.eval_set(cfg, "v2").y)
+    assert len(ch.eval_set(cfg, "v2", n=0)) == 3
 
 
 def test_paper_logits_of_a_pretrained_model_are_cached(fake_imagenet):
     cfg = ch.preset("fig05_06_ensemble_diversity", "paper", verbose=False, eval_images=0)
     model = _MeanColour()
     logits = ch.chapter_logits(cfg, [model], "lines")
-    data = ch.eval_set(cfg, "lines")[0]
+    data = ch.eval_set(cfg, "lines")
     assert logits.shape == (1, 3, 1000)
     expected = data.x.mean(dim=(1, 2, 3))[:, None] * torch.arange(1000.0)  # what the model computes
     assert torch.allclose(logits[0].float(), expected, rtol=1e-3, atol=1e-3)

@@ -190,19 +190,21 @@ def test_method_recipes_share_member_zero_with_single():
 
 
 def test_eval_sets_of_the_chapter_are_registered(tmp_path, monkeypatch):
-    from ensdiv.chapters.packed_ensembles import eval_set
+    from ensdiv.chapters.packed_ensembles import eval_set, preset
     from ensdiv.errors import DataNotFoundError, UnknownNameError
 
-    digits = eval_set("digits", subset=50)
+    cfg = preset("tab01_efficient_ensembles", "smoke", verbose=False)
+    assert len(eval_set(cfg)) == cfg["test_subset"]  # "test": the preset's test set and subset
+    digits = eval_set(cfg, "digits", n=50)
     assert digits.x.shape == (50, 1, 28, 28) and bool((digits.y == -1).all())
-    tex = eval_set("textures/frost", subset=10)
+    tex = eval_set(cfg, "textures/frost", n=10)
     assert tex.x.shape == (10, 1, 28, 28) and float(tex.x.min()) >= 0 and float(tex.x.max()) <= 1
     with pytest.raises(UnknownNameError, match="textures/frost"):  # a misspelt name suggests the real one
-        eval_set("texture/frost")
+        eval_set(cfg, "texture/frost")
     # the bare name is Table 2's paper-scale Textures (DTD), read from its folder: missing here, one sentence
     monkeypatch.setenv("ENSDIV_DATA", str(tmp_path))
     with pytest.raises(DataNotFoundError, match=r"Textures \(DTD\) was not found"):
-        eval_set("textures")
+        eval_set(cfg, "textures")
 
 
 @pytest.mark.parametrize(

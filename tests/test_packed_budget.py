@@ -91,7 +91,7 @@ def test_budget_curve_trains_each_budget_as_its_own_run_and_scores_validation(tm
     assert curve[["method", "epochs"]].values.tolist() == [["single", 1], ["single", 2]]
     assert curve.images_seen.tolist() == [cfg["train_subset"], 2 * cfg["train_subset"]]
     # each budget is its own run, scored like Table 1 (the averaged softmax's accuracy on fmnist/val)
-    val = ch.eval_set("fmnist/val")
+    val = ch.eval_set(cfg, "fmnist/val", n=0)
     for e, acc in zip(curve.epochs, curve.val_acc, strict=True):
         (r,) = ch.recipes_for("single", {**cfg, "epochs": int(e)}, cfg["seeds"][0])
         assert r.optim.epochs == e

@@ -236,7 +236,7 @@ def test_appF_paper_path_builds_cifar100_models_and_a_packed_condition(data_root
                     num_estimators=2, test_subset=8, verbose=False)
     assert (cfg["dataset"], cfg["test_set"], cfg["arch"]) == ("cifar100/train", "cifar100/test", "resnet18")
     assert cfg["deterministic"] is True  # a no-op without CUDA
-    test = ps.eval_set(cfg["test_set"], subset=cfg["test_subset"])
+    test = ps.eval_set(cfg)
     conditions, identical = ps.sources_of_diversity(cfg, test, deterministic=cfg["deterministic"])
     assert list(conditions) == ["nothing varies (one model, M times)", "non-determinism only",
                                 "initialisation only", "batch order only", "initialisation + order",

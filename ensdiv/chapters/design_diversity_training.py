@@ -62,6 +62,7 @@ SET_KEYS, SET_LABELS = dd.SET_KEYS, dd.SET_LABELS
 chapter_logits, chapter_labels, chapter_attributions = dd.chapter_logits, dd.chapter_labels, dd.chapter_attributions
 eval_set, model_name, chapter_models, diversity_sweep, minmax = (dd.eval_set, dd.model_name, dd.chapter_models,
                                                                  dd.diversity_sweep, dd.minmax)  # fmt: skip
+eval_rows = dd.eval_rows
 nan_estimate, member_estimates, pearson, correct, ensemble_correct = (dd.nan_estimate, dd.member_estimates, dd.pearson,
                                                                       dd.correct, dd.ensemble_correct)  # fmt: skip
 bootstrap_counts, mean_estimates, member_null, permute_rows, swap_within, weighted_null = (
@@ -178,7 +179,7 @@ def pair_diversity(cfg: Any, models: Sequence[nn.Module], key: str = "clean") ->
     baseline, target = the label. Returns ``(pairs × methods scores, seconds per method)``; maps and their
     compute time are cached per model and method. Under ``torchrun`` the (method, model) maps are split across the
     job's ranks (:func:`ensdiv.shards.fan_out`), and every rank returns the whole table."""
-    data, name, idx = eval_set(cfg, key, cfg["fig9_images"])
+    data, name, idx = eval_rows(cfg, key, cfg["fig9_images"])
     set_key = dd.eval_set_key(data, name, idx)
     methods = attribution_methods(cfg["ig_steps"])
     items = [(label, k) for label in methods for k in range(len(models))]
@@ -241,7 +242,7 @@ def cka_between(cfg: Any, a: Any, b: Any, key: str = "clean") -> tuple[torch.Ten
     self-similarity: minibatch CKA then divides a rounding residue by zero and returns inf or NaN; every
     non-finite entry is returned as NaN."""
     a, b = (dd.member_module(m) for m in (a, b))
-    data, name, idx = eval_set(cfg, key, cfg["cka_images"])
+    data, name, idx = eval_rows(cfg, key, cfg["cka_images"])
     la, lb = layer_names(a), layer_names(b)
     conf = {"a": dd.member_cache_config(a), "b": dd.member_cache_config(b),
             "set": dd.eval_set_key(data, name, idx),
@@ -260,7 +261,7 @@ def cka_per_batch(cfg: Any, a: Any, b: Any, key: str = "clean") -> torch.Tensor:
     of the ``cfg.cka_images`` images (cached): the replicates a bootstrap over image batches resamples (Fig. 12's
     intervals). Non-finite entries (constant layers) are NaN."""
     a, b = (dd.member_module(m) for m in (a, b))
-    data, name, idx = eval_set(cfg, key, cfg["cka_images"])
+    data, name, idx = eval_rows(cfg, key, cfg["cka_images"])
     la, lb, size = layer_names(a), layer_names(b), int(cfg["cka_interval_batch"])
     conf = {"a": dd.member_cache_config(a), "b": dd.member_cache_config(b),
             "set": dd.eval_set_key(data, name, idx), "layers": [la, lb], "batch": size}  # fmt: skip

@@ -19,6 +19,7 @@ from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
 from ensdiv.data.fashion import data_home
 from ensdiv.data.paper.stream import stream_file_keys, stream_files, stream_tensor_set
 from ensdiv.data.registry import subset_indices
+from ensdiv.errors import unknown_name
 
 SLUG = "foundations"
 
@@ -178,9 +179,18 @@ def nested_estimate(points: np.ndarray, reps: np.ndarray, *, seed: int, group: s
                               "seeds × test images", "bootstrap", group)
 
 
-def eval_set(scale: str, n: int = 0) -> ed.TensorSet:
-    """The zoo's evaluation set at ``scale`` (``zoo.EVAL_SET``), a fixed seeded subset of ``n`` images (0: all)."""
-    return ed.get_dataset(zoo.EVAL_SET[scale]).subset(n, seed=0)
+def eval_set(cfg: Any, role: str = "test", *, n: int | None = None) -> ed.TensorSet:
+    """The evaluation set ``role`` of a foundations page (the chapters' one signature): ``"test"``, the zoo's
+    evaluation set at ``cfg``'s scale (``zoo.EVAL_SET``), a fixed seeded subset of ``n`` images (default the
+    preset's ``test_subset``; 0: all).
+
+    Raises:
+        UnknownNameError: a role other than ``"test"``.
+    """
+    if role != "test":
+        raise unknown_name("evaluation set", role, ["test"])
+    n = cfg["test_subset"] if n is None else n
+    return ed.get_dataset(zoo.EVAL_SET[cfg["scale"]]).subset(n, seed=0)
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):

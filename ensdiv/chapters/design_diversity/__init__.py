@@ -59,7 +59,8 @@ SLUG = "design-diversity"
 __all__ = [
     "SLUG", "PRESETS", "preset", "SET_KEYS", "SET_LABELS", "CPU_SETS", "CBAR_SETS", "PAPER_TABLE1", "PAPER_FIG_A",
     "PAPER_TABLE_I",
-    "chapter_models", "model_name", "model_params", "subset_index", "eval_set", "chapter_logits", "chapter_labels",
+    "chapter_models", "model_name", "model_params", "subset_index", "eval_set", "eval_rows", "chapter_logits",
+    "chapter_labels",
     "chapter_attributions", "accuracy_table", "diversity_sweep", "minmax", "arch_class", "training_approach",
     "adjusted_r2", "recipe_settings", "zoo_recipes", "eval_set_key", "member_module", "member_cache_config",
     "SMOKE_ZOO", "PAPER_ZOO", "PAPER_ZOO_STANDS_FOR", "table_i_id", "nan_estimate", "member_estimates", "pearson",
@@ -171,8 +172,15 @@ def _paper_set_name(key: str) -> str:
     return f"imagenet-cbar/{corruption}/{strength:.1f}"
 
 
-def eval_set(cfg: Any, key: str, n: int | None = None) -> tuple[ed.TensorSet, str, torch.Tensor | None]:
-    """The evaluation set ``key`` of a page: ``(data, name, index)``.
+def eval_set(cfg: Any, role: str = "clean", *, n: int | None = None) -> ed.TensorSet:
+    """The evaluation set ``role`` of a page (the chapters' one signature): one of ``SET_KEYS`` (``"clean"``, the
+    re-collected ``"v2"`` and the four ImageNet-C̄ corruptions), ``n`` images (default ``cfg.eval_images``; 0 = all)
+    drawn with ``cfg.seed``. :func:`eval_rows` also gives the registered set and the rows taken from it."""
+    return eval_rows(cfg, role, n)[0]
+
+
+def eval_rows(cfg: Any, key: str, n: int | None = None) -> tuple[ed.TensorSet, str, torch.Tensor | None]:
+    """The evaluation set ``key`` of a page with where it comes from: ``(data, name, index)``.
 
     ``n`` images (default ``cfg.eval_images``; 0 = all) drawn with ``cfg.seed``. At cpu ``name`` is the
     registered set and ``index`` the rows taken from it (so cached full-set predictions can be sliced);
@@ -205,7 +213,7 @@ def eval_set(cfg: Any, key: str, n: int | None = None) -> tuple[ed.TensorSet, st
 
 
 def eval_set_key(data: ed.TensorSet, name: str, idx: torch.Tensor | None) -> str:
-    """The cache key of an evaluation set as :func:`eval_set` returns it (``data``, its registered ``name``, the
+    """The cache key of an evaluation set as :func:`eval_rows` returns it (``data``, its registered ``name``, the
     rows ``idx`` taken or ``None``): the name when every row is taken, the name and a hash of the rows for a
     subset, else (``idx`` is ``None``: a set built here) the set's name and a hash of its content."""
     if idx is None:
@@ -217,7 +225,7 @@ def eval_set_key(data: ed.TensorSet, name: str, idx: torch.Tensor | None) -> str
 
 def chapter_labels(cfg: Any, key: str, n: int | None = None) -> torch.Tensor:
     """Labels of :func:`eval_set`, shape (N,)."""
-    return eval_set(cfg, key, n)[0].y
+    return eval_set(cfg, key, n=n).y
 
 
 def chapter_logits(cfg: Any, members: Sequence[Any], key: str, n: int | None = None) -> torch.Tensor:
@@ -227,7 +235,7 @@ def chapter_logits(cfg: Any, members: Sequence[Any], key: str, n: int | None = N
     set) gets the rows of those; otherwise it runs on the subset (cached under the subset's key).
     Pretrained paper models are cached under their weights' identity.
     """
-    data, name, idx = eval_set(cfg, key, n)
+    data, name, idx = eval_rows(cfg, key, n)
     out = []
     for m in members:
         if isinstance(m, ed.Recipe):
@@ -248,7 +256,7 @@ def chapter_attributions(cfg: Any, members: Sequence[Any], key: str) -> tuple[to
     computes its share into the cache, then every rank reads all of them); a recipe member must be trained
     before (as :func:`chapter_logits` does on every rank), a training being every rank's collective.
     """
-    data, name, idx = eval_set(cfg, key, cfg["attr_images"])
+    data, name, idx = eval_rows(cfg, key, cfg["attr_images"])
     set_key = eval_set_key(data, name, idx)
 
     def member_maps(m: Any) -> torch.Tensor:

@@ -60,7 +60,7 @@ def budget_curve(cfg: dict, *, epochs: Sequence[int], methods: Sequence[str] = (
     if not budgets or budgets[0] < 1:
         raise InvalidInputError(f"budget_curve needs epochs >= 1, got {list(epochs)}.")
     seed = int(cfg["seeds"][0] if seed is None else seed)
-    val = eval_set(val_set)
+    val = eval_set(cfg, val_set, n=0)
     n = int(cfg["train_subset"]) or None
     rows = []
     for e in budgets:

@@ -122,13 +122,13 @@ def bootstrap(cfg: dict, wanted: Mapping[str, Measure], *, variants: Mapping[str
     missing = sorted({q.label for q in wanted.values()} - set(specs))
     if missing:
         raise unknown_name("variant (give it in variants=)", missing[0], specs)
-    sets: dict[str, Any] = {"test": eval_set(cfg["test_set"], subset=cfg["test_subset"])}
+    sets: dict[str, Any] = {"test": eval_set(cfg)}
     for q in wanted.values():
         if q.ood:
             name = q.ood_set or _default_ood(cfg)
-            sets.setdefault(f"ood:{name}", eval_set(name, subset=cfg["ood_subset"]))
+            sets.setdefault(f"ood:{name}", eval_set(cfg, name, n=cfg["ood_subset"]))
         if q.shift_set:
-            sets.setdefault(f"shift:{q.shift_set}", eval_set(q.shift_set, subset=cfg["test_subset"]))
+            sets.setdefault(f"shift:{q.shift_set}", eval_set(cfg, q.shift_set))
     logits: dict[tuple[str, int, str], Tensor] = {}
 
     def member_logits(label: str, run: int, key: str) -> Tensor:

@@ -169,8 +169,11 @@ def evaluate(logits: Tensor, labels: Tensor, ood_logits: Tensor | None = None, *
     return out
 
 
-def eval_set(name: str, *, subset: int = 0) -> Any:
-    """The registered evaluation set ``name`` (see ``ed.list_datasets()``), ``subset`` images drawn with seed 0.
+def eval_set(cfg: Any, role: str = "test", *, n: int | None = None) -> Any:
+    """The evaluation set ``role`` of a page (the chapters' one signature): ``"test"``, the preset's ``test_set``,
+    or the registered name of any other set (see ``ed.list_datasets()``: an OOD set, a shifted set), ``n`` images
+    drawn with seed 0 (default the preset's ``test_subset``; 0: all; a page passes ``cfg.ood_subset`` for an OOD
+    set).
 
     At cpu scale the chapter's sets are ``fmnist/test`` (in-distribution), ``digits`` (OOD, Table 1's
     SVHN), ``textures/frost`` (real texture photographs, Table 2's Textures) and ``fmnist-r``
@@ -180,10 +183,12 @@ def eval_set(name: str, *, subset: int = 0) -> Any:
     ImageNet-R is scored 1000-way, as a model trained on ImageNet-1k is used (our reading: the paper's rAcc does
     not say it restricts the logits to ImageNet-R's 200 classes).
     """
+    name = cfg["test_set"] if role == "test" else role
+    n = cfg["test_subset"] if n is None else n
     if is_stream_set(name):
-        return stream_tensor_set(name, subset, seed=0)
+        return stream_tensor_set(name, n, seed=0)
     data = ed.get_dataset(name)
-    return data.subset(subset, seed=0) if subset else data
+    return data.subset(n, seed=0) if n else data
 
 
 # ---- from a notebook's configuration ----------------------------------------------------------------
@@ -247,9 +252,9 @@ def compare_methods(cfg: dict, *, methods: Sequence[str] = METHODS, ood_sets: Se
     Returns:
         A :class:`pandas.DataFrame`.
     """
-    test = eval_set(cfg["test_set"], subset=cfg["test_subset"])
-    oods = {n: eval_set(n, subset=cfg["ood_subset"]) for n in (ood_sets or [cfg["ood_set"]])}
-    shifts = {n: eval_set(n, subset=cfg["test_subset"]) for n in shift_sets}
+    test = eval_set(cfg)
+    oods = {name: eval_set(cfg, name, n=cfg["ood_subset"]) for name in (ood_sets or [cfg["ood_set"]])}
+    shifts = {name: eval_set(cfg, name) for name in shift_sets}
     variants = {m: {"method": m} for m in methods}
     variants.update(extra or {})
     rows = []

@@ -57,7 +57,7 @@ __all__ = [
     "SLUG", "METHODS", "METHOD_LABELS", "PRESETS", "preset", "backbone_recipe", "method_recipes", "set_features",
     "ensemble_logits", "soup_logits", "single_logits", "natural_hard", "evaluate", "detection", "summary",
     "released_tables", "RELEASED_MODELS", "RELEASED_CONFIGS", "NOT_TRANSFERABLE", "released_hp", "LARGE_METHODS",
-    "ShownSet", "shown_set",
+    "ShownSet", "shown_set", "eval_set",
     "time_steps", "fit_exponent", "timing_head", "TIMED_LOSSES",
     "DIVERSE_HPS", "PAPER_TABLE1", "PAPER_TABLE2", "PAPER_TABLE3", "MEMBER_MARGIN", "ood_score", "pooled",
     "auroc_of", "member_accuracy", "committee_correct", "missing_estimate", "bootstrap", "DIAGNOSTIC_METHODS",
@@ -271,18 +271,29 @@ def method_recipes(cfg: dict, method: str, members: int | None = None, *, lam: f
 
 
 # ---- evaluation sets and features ------------------------------------------------------------------------
-def _eval_set(cfg: dict, role: str) -> ed.TensorSet:
+def eval_set(cfg: Any, role: str = "val", *, n: int | None = None) -> ed.TensorSet:
+    """The evaluation set ``role`` of a page (the chapters' one signature): a key of the preset's ``sets``
+    (``"val"``, the shifted and OOD sets) or ``"a"`` (the natural-hard set, :func:`natural_hard`), ``n`` images
+    drawn with seed 0 (default the preset's ``eval_subset``; 0: all; not for ``"a"``, which is defined by a
+    committee's errors on the whole ``"val"`` set).
+
+    Raises:
+        UnknownNameError: a role that is neither ``"a"`` nor a key of ``sets``.
+    """
     if role == "a":
         return natural_hard(cfg)
+    if role not in cfg["sets"]:
+        raise unknown_name("evaluation set", role, ["a", *cfg["sets"]])
+    n = cfg["eval_subset"] if n is None else n
     data = ed.get_dataset(cfg["sets"][role])
-    return data.subset(cfg["eval_subset"], seed=0) if cfg["eval_subset"] else data
+    return data.subset(n, seed=0) if n else data
 
 
 def natural_hard(cfg: dict) -> ed.TensorSet:
     """The IN-A analogue: ID test images that at least ``committee_wrong`` of an independent committee of zoo
     models (``committee``: architectures other than the backbone's, trained on their own) misclassify. Like
     ImageNet-A (images a ResNet-50 gets wrong), the set is defined by other models' errors; its labels are kept."""
-    test = _eval_set(cfg, "val")
+    test = eval_set(cfg, "val")
     recipes = zoo.zoo_recipes(cfg["scale"], list(cfg["committee"]))
     wrong = torch.stack([ed.predict(r, test).argmax(-1) != test.y for r in recipes.values()]).sum(0)
     keep = torch.nonzero(wrong >= cfg["committee_wrong"]).flatten()
@@ -321,7 +332,7 @@ def set_features(cfg: dict, role: str) -> tuple[Tensor, Tensor]:
     if cfg["scale"] == "paper":
         out = _paper_set(cfg, role)
         return out["features"], out["masked_labels"] if len(out["class_mask"]) else out["labels"]
-    data = _eval_set(cfg, role)
+    data = eval_set(cfg, role)
     bb = backbone_recipe(cfg)
     key = {"backbone": ed.train.model_cache_config(bb), "cut": cfg["cut"], "set": data.name, "n": len(data),
            "subset": cfg["eval_subset"], "fingerprint": ed.data.registry.tensor_fingerprint(data)[:16]}
@@ -493,7 +504,7 @@ def committee_correct(cfg: dict, role: str) -> Tensor | None:
     scale)."""
     if cfg["scale"] == "paper" or not cfg["committee"]:
         return None
-    data = _eval_set(cfg, role)
+    data = eval_set(cfg, role)
     recipes = zoo.zoo_recipes(cfg["scale"], list(cfg["committee"]))
     return torch.stack([ed.predict(r, data).argmax(-1) == data.y for r in recipes.values()])
 
