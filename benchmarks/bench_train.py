@@ -71,14 +71,8 @@ def raw_step(name: str, data: TensorSet, *, batch: int, channels_last: bool = Fa
         x = x.contiguous(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     batches = [(x[i:i + batch], data.y[i:i + batch]) for i in range(0, len(data) - batch + 1, batch)]
-    t0 = time.perf_counter()
-    for xb, yb in batches:
-        opt.zero_grad(set_to_none=True)
-        out = model(xb)
-        out = out.reshape(-1, out.shape[-1])
-        F.cross_entropy(out, yb.repeat(out.shape[0] // len(yb))).backward()
-        opt.step()
-    return len(batches) * batch / (time.perf_counter() - t0)
+    times, _ = _steps(model, batches, opt)
+    return len(batches) * batch / sum(times)
 
 
 #: the Packed-Ensembles chapter's cpu training models (ensdiv.chapters.packed_ensembles, Table 1 preset)

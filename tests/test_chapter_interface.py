@@ -48,3 +48,10 @@ def test_an_unknown_role_is_one_sentence_naming_the_known_ones():
     dd = design_diversity.preset("fig07_trend_lines", "smoke", verbose=False)
     with pytest.raises(ed.UnknownNameError):
         design_diversity.eval_set(dd, "fog")
+
+
+def test_the_natural_hard_set_takes_no_image_count():
+    """Bad input: ``n`` for SED's natural-hard set, which a committee's errors define (one sentence)."""
+    sd = sed.preset("tab01_unique", "smoke", verbose=False)
+    with pytest.raises(ed.InvalidInputError, match="takes no image count"):
+        sed.eval_set(sd, "a", n=5)

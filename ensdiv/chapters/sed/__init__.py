@@ -49,7 +49,7 @@ from ensdiv.chapters.sed.release import (
     released_hp,
     released_tables,
 )
-from ensdiv.errors import unknown_name
+from ensdiv.errors import InvalidInputError, unknown_name
 from ensdiv.models.stack import cut_features, vit_block_head
 from ensdiv.train.stream import stream_backbone, stream_features
 
@@ -279,8 +279,12 @@ def eval_set(cfg: Any, role: str = "val", *, n: int | None = None) -> ed.TensorS
 
     Raises:
         UnknownNameError: a role that is neither ``"a"`` nor a key of ``sets``.
+        InvalidInputError: ``n`` given for ``"a"``.
     """
     if role == "a":
+        if n is not None:
+            raise InvalidInputError("The natural-hard set 'a' is every validation image a committee gets wrong; it "
+                                    "takes no image count n (set eval_subset to draw fewer validation images).")
         return natural_hard(cfg)
     if role not in cfg["sets"]:
         raise unknown_name("evaluation set", role, ["a", *cfg["sets"]])
