@@ -97,3 +97,23 @@ def test_a_timed_page_runs_alone_and_every_timed_page_is_a_page_of_the_book():
     assert schedule.next_page(["t", "c"], {}, {"t", "c"}, pri, running=set(), alone={"t"}) == "t"
     pages = {nb.relative_to(project_root()).as_posix() for nb in toc_notebooks()}
     assert schedule.TIMED_PAGES <= pages
+
+
+def test_the_zoo_page_starts_first_and_alone_in_a_parallel_run():
+    """The zoo trains with two one-thread workers of its own: it runs before every other ready page and alone
+    (beside other pages its models took about twice their idle time)."""
+    zoo = "notebooks/foundations/zoo.ipynb"
+    assert zoo in schedule.SELF_PARALLEL_PAGES and zoo in schedule.ALONE_PAGES
+    assert schedule.TIMED_PAGES <= schedule.ALONE_PAGES
+    pages = ["notebooks/packed-ensembles/tab01_efficient_ensembles.ipynb", "notebooks/foundations/deb.ipynb", zoo]
+    # Table 1 has the longest chain behind it; the zoo goes first all the same
+    pri = schedule.first_first({pages[0]: 2700.0, pages[1]: 1100.0, zoo: 1700.0})
+    assert pri[zoo] > pri[pages[0]] > pri[pages[1]]
+    assert schedule.next_page(pages, {}, set(pages), pri) == zoo
+    # while it runs, nothing starts beside it; after it, the longest chain first
+    assert schedule.next_page(pages[:2], {}, set(pages), pri, running={zoo}) is None
+    assert schedule.next_page(pages[:2], {}, set(pages[:2]), pri) == pages[0]
+    # an empty table stays empty; a page not in the table is not added
+    assert schedule.first_first({}) == {}
+    assert schedule.first_first({"a": 1.0}, {"zoo"}) == {"a": 1.0}
+

@@ -87,6 +87,42 @@ def test_heads_recipe_with_ood_stream_subset_and_block_cut_trains_and_reloads(tm
         ed.Heads(backbone=bb.to_dict(), cut="neck")
 
 
+def test_heads_pass_seed_gives_recipes_one_shared_augmented_pass(tmp_path):
+    """Two one-head recipes with other data-order seeds and one ``pass_seed`` read one cached augmented pass;
+    without ``pass_seed`` the order seed draws it (another pass, the same clean features)."""
+    from ensdiv.train import load_training_set, model_cache_config
+    from ensdiv.train.frameworks import head_features
+
+    st = Store(tmp_path)
+    bb = ed.Recipe.make(model="test_vit", epochs=1, train_subset=64, batch_size=32, optimizer="adamw", lr=1e-3)
+    backbone = ed.train_recipe(bb, store=st, progress=False)
+    data = load_training_set(bb)
+
+    def features(order, pass_seed):
+        heads = ed.Heads(backbone=bb.to_dict(), cut="block", feature_passes=1, pass_seed=pass_seed)
+        recipe = bb.replace(method=heads, augment="flip", order_seed=order)
+        return head_features(recipe, backbone, data, store=st, backbone_key=model_cache_config(bb))[0]
+
+    a, b = features(3, 5), features(7, 5)
+    torch.testing.assert_close(a, b)
+    assert len(list((tmp_path / "features").rglob("*.pt"))) == 1
+    c = features(7, None)
+    assert len(list((tmp_path / "features").rglob("*.pt"))) == 2
+    torch.testing.assert_close(a[:64], c[:64])  # the clean pass
+    assert not torch.equal(a[64:], c[64:])  # the augmented pass: seed 5 against the order seed 7
+    with pytest.raises(ed.InvalidInputError, match="pass_seed"):
+        ed.Heads(backbone=bb.to_dict(), pass_seed=-1)
+
+
+def test_sed_methods_of_one_run_share_one_augmented_pass():
+    """Every method's recipes of one training run name the same augmented pass (one backbone pass per run, not
+    one per deep-ensemble member), and two runs name two."""
+    cfg = ch.preset("tab01_unique", "smoke", verbose=False)
+    for run in (0, 1):
+        seeds = {r.method.pass_seed for m in (*ch.METHODS, "sed_m50") for r in ch.method_recipes(cfg, m, seed=run)}
+        assert seeds == {cfg["seed"] + run}
+
+
 def test_released_tables_hold_the_readme_numbers():
     t = ch.released_tables()
     cov = t[(t.model == "ood_det_cov_") & (t.metric == "oracle") & (t.set == "in_val")].value.iloc[0]
@@ -227,7 +263,8 @@ def test_released_configs_are_mirrored_field_by_field():
     cfg = ch.preset("tab02_generalisation", "cpu", verbose=False)
     (text,) = ch.method_recipes(cfg, "sed_text")
     assert text.method.lam == 0.1 and text.optim.batch_size == cfg.batch_size and text.optim.label_smoothing == 0
-    assert cfg.large_members == 50
+    # the large ensembles: the release's M = 50 at paper scale, 20 at cpu (trained once, shown, not counted)
+    assert (cfg.large_members, ch.preset("tab02_generalisation", "paper", verbose=False).large_members) == (20, 50)
     # a λ override (the sweep) keeps the rest of the released config
     (swept,) = ch.method_recipes(cfg, "sed_det", lam=1.0)
     assert swept.method.lam == 1.0 and swept.optim.label_smoothing == 0.5

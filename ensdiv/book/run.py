@@ -394,7 +394,7 @@ def _parallel_order(notebooks: list[Path], root: Path, out_root: Path, scale: st
     recorded = schedule.recorded_needs(scale)
     needs = {p: sorted((set(local.get(p, [])) | set(recorded.get(p, []))) & set(by_name)) for p in by_name}
     seconds = {p: estimates.get(nb) or recorded_seconds(scale).get(p) for p, nb in by_name.items()}
-    priority = schedule.critical_path(list(by_name), needs, seconds)
+    priority = schedule.first_first(schedule.critical_path(list(by_name), needs, seconds))
     return ({by_name[p]: [by_name[q] for q in before] for p, before in needs.items()},
             {by_name[p]: v for p, v in priority.items()})
 
@@ -408,7 +408,8 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
                      order: tuple[dict[Path, list[Path]], dict[Path, float]]) -> list[NotebookResult]:
     """Run the pages ``jobs`` at a time, each in a process of its own (results in book order): a page starts once
     the earlier pages it shares cached work with have finished, the one with the longest chain behind it first; a
-    page that times itself (:data:`ensdiv.book.schedule.TIMED_PAGES`) runs alone."""
+    page that times itself or trains with a worker pool of its own (:data:`ensdiv.book.schedule.ALONE_PAGES`)
+    runs alone, and the zoo page (:data:`ensdiv.book.schedule.SELF_PARALLEL_PAGES`) before any other."""
     import multiprocessing
     import queue
 
@@ -418,9 +419,10 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
     limits, solo = thread_limits(jobs, alone=False), thread_limits(jobs, alone=True)
     if options["progress"]:
         print(f"{jobs} pages at a time, {limits['OMP_NUM_THREADS']} thread(s) each "
-              f"({solo['OMP_NUM_THREADS']} for a page that times itself, alone).", flush=True)
+              f"({solo['OMP_NUM_THREADS']} for a page that times itself or trains with workers of its own, alone; "
+              f"the zoo page first).", flush=True)
     waiting, done, running = list(notebooks), {}, set()
-    alone = {nb for nb in notebooks if _name(nb, root) in schedule.TIMED_PAGES}
+    alone = {nb for nb in notebooks if _name(nb, root) in schedule.ALONE_PAGES}
     finished: queue.Queue = queue.Queue()
     with _environ(**limits):  # the page processes and their kernels inherit them
         pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_job_start)

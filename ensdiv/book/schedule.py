@@ -24,8 +24,8 @@ from pathlib import Path
 
 from ensdiv.paths import project_root
 
-__all__ = ["SHARED_KINDS_IGNORED", "TIMED_PAGES", "first_users", "needs_from_entries", "recorded_needs",
-           "critical_path", "next_page"]
+__all__ = ["ALONE_PAGES", "SELF_PARALLEL_PAGES", "SHARED_KINDS_IGNORED", "TIMED_PAGES", "first_first", "first_users",
+           "needs_from_entries", "recorded_needs", "critical_path", "next_page"]
 
 #: pages whose results include wall-clock timings (a claim on a speed ratio, or seconds shown as facts): in a
 #: parallel run each runs alone, so that no other page shares its cores while it times
@@ -37,6 +37,16 @@ TIMED_PAGES = frozenset({
     "notebooks/design-diversity/fig09_saliency_vs_ig.ipynb",  # the two attributions' cost ratio
     "notebooks/synthesis/measures_vs_outcomes.ipynb",  # each measure's seconds
 })
+
+#: pages that train with a pool of their own one-thread processes, one per core (the zoo page, through
+#: :func:`ensdiv.workers.build_many`): in a parallel run each starts before any other ready page and runs alone,
+#: with every core. Beside other pages (the cold ``--jobs 2`` run of 28 Nov 2026) the zoo's models took 2.0 to 2.2
+#: times their idle time (the ResNet hyper-parameter variants 131-139 s against 60-62 s), three or four processes
+#: sharing two cores; alone, its two workers keep both cores busy, so running it by itself loses nothing.
+SELF_PARALLEL_PAGES = frozenset({"notebooks/foundations/zoo.ipynb"})
+
+#: every page that runs alone in a parallel run
+ALONE_PAGES = TIMED_PAGES | SELF_PARALLEL_PAGES
 
 #: cache entry kinds (the first folder of an entry's key) that do not make two pages depend on each other
 SHARED_KINDS_IGNORED = frozenset({"datasets"})
@@ -138,7 +148,7 @@ def critical_path(pages: Sequence[str], needs: Mapping[str, Iterable[str]],
 
 def next_page(waiting: Sequence[str], needs: Mapping[str, Iterable[str]], unfinished: Iterable[str],
               priority: Mapping[str, float], *, running: Iterable[str] = (),
-              alone: Iterable[str] = TIMED_PAGES) -> str | None:
+              alone: Iterable[str] = ALONE_PAGES) -> str | None:
     """The waiting page to start now: of those none of whose needs is ``unfinished`` (a page of this run waiting
     or running), the one with the highest ``priority``, the earliest in book order on a tie; ``None`` while every
     waiting page waits for a running one. A need that is not part of this run is no obstacle. A page of ``alone``
@@ -163,3 +173,14 @@ def next_page(waiting: Sequence[str], needs: Mapping[str, Iterable[str]], unfini
     if not ready:
         return None
     return max(ready, key=lambda p: (priority.get(p, 0.0), -order.index(p)))
+
+
+def first_first(priority: Mapping[str, float], first: Iterable[str] = SELF_PARALLEL_PAGES) -> dict[str, float]:
+    """``priority`` with the pages of ``first`` above every other page (in their own order among themselves), so
+    that a parallel run starts them before the rest while they are ready.
+
+    >>> first_first({"a": 9.0, "zoo": 2.0, "b": 1.0}, {"zoo"})
+    {'a': 9.0, 'zoo': 12.0, 'b': 1.0}
+    """
+    top, first = max(priority.values(), default=0.0), set(first)
+    return {p: v + top + 1 if p in first else v for p, v in priority.items()}

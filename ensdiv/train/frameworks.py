@@ -299,19 +299,21 @@ def head_features(recipe: Recipe, backbone: nn.Module, data: TensorSet, *, store
                   backbone_key: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     """The cached training features of a :class:`~ensdiv.train.Heads` recipe at its cut point: the clean
     pass, then ``feature_passes`` passes of the images augmented by ``DataSpec.augment`` (pass p seeded
-    by the data-order seed and p). Returns ``(features (N·(1+P), D), labels (N·(1+P),))``."""
+    by ``Heads.pass_seed``, or the data-order seed when it is None, and p). Recipes with the same backbone,
+    data and pass seed share one cached entry. Returns ``(features (N·(1+P), D), labels (N·(1+P),))``."""
     method = recipe.method
     assert isinstance(method, Heads)
     fcfg: dict[str, Any] = {"backbone": backbone_key, "data": recipe.data.to_dict(),
                             "subset_seed": recipe.seeds.subset}
+    pass_seed = recipe.seeds.order if method.pass_seed is None else method.pass_seed
     if method.cut != "head" or method.feature_passes:
-        fcfg.update(cut=method.cut, passes=method.feature_passes, order_seed=recipe.seeds.order)
+        fcfg.update(cut=method.cut, passes=method.feature_passes, order_seed=pass_seed)
     feats = store.load("features", fcfg)
     if feats is None:
         parts = [cut_features_all(backbone, data.x, method.cut)]
         aug = BatchAugment(recipe.data.augment, num_classes=max(data.num_classes, int(data.y.max()) + 1))
         for p in range(1, method.feature_passes + 1):
-            gen = torch.Generator().manual_seed(derive_seed(recipe.seeds.order, p, 3))
+            gen = torch.Generator().manual_seed(derive_seed(pass_seed, p, 3))
             x_aug, _ = aug(data.x, data.y, gen)
             parts.append(cut_features_all(backbone, x_aug, method.cut))
         feats = torch.cat(parts)

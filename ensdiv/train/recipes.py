@@ -313,6 +313,10 @@ class Heads(_Part):
     #: pretrained model); ``seed`` — that layout re-initialised at random from the recipe's initialisation seed
     #: (a deep ensemble whose seeds control the initial weights, SED §4.1)
     init: str = "copy"
+    #: the seed of the augmented feature passes (``feature_passes``); None: the recipe's data-order seed. Recipes
+    #: that give one seed share one cached pass: a deep ensemble of one-head recipes then trains every member on
+    #: the same augmented images, as a joint M-head recipe of that seed does, instead of one pass per member
+    pass_seed: int | None = None
     kind: ClassVar[str] = "heads"
     _positive: ClassVar[tuple[str, ...]] = ("members",)
     _non_negative: ClassVar[tuple[str, ...]] = ("subset", "feature_passes")
@@ -325,6 +329,8 @@ class Heads(_Part):
             raise unknown_name("Heads cut point", self.cut, HEAD_CUTS)
         if self.init not in HEAD_INITS:
             raise unknown_name("Heads init", self.init, HEAD_INITS)
+        if self.pass_seed is not None and self.pass_seed < 0:
+            raise InvalidInputError(f"Heads field 'pass_seed' must be None or zero or positive, got {self.pass_seed}.")
 
 
 METHODS: dict[str, type] = {m.kind: m for m in (Supervised, Distill, Pretrain, Joint, Heads)}
