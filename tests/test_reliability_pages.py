@@ -448,11 +448,15 @@ def test_the_estimate_prefers_the_one_run_record_of_a_page_over_the_older_one(tm
                                    {"notebook": "a/z.ipynb", "seconds": None}]},
         # the pages the one run did not reach, run afterwards on its cache: over the oldest record only
         "cold_continuation": {"pages": [{"notebook": "a/x.ipynb", "seconds": 5.0},
-                                        {"notebook": "a/w.ipynb", "seconds": 33.0}]}}}}))
+                                        {"notebook": "a/w.ipynb", "seconds": 33.0},
+                                        {"notebook": "a/v.ipynb", "seconds": 40.0}]},
+        # a chapter re-measured after its budget changed: over the continuation, under the one run
+        "remeasured_a": {"pages": [{"notebook": "a/v.ipynb", "seconds": 12.0},
+                                   {"notebook": "a/x.ipynb", "seconds": 1.0}]}}}}))
     book_run.recorded_seconds.cache_clear()
     try:
         assert book_run.recorded_seconds("cpu") == {"notebooks/a/x.ipynb": 70.5, "notebooks/a/y.ipynb": 20.0,
-                                                    "notebooks/a/w.ipynb": 33.0}
+                                                    "notebooks/a/w.ipynb": 33.0, "notebooks/a/v.ipynb": 12.0}
         assert book_run.recorded_seconds("smoke") == {}
     finally:
         book_run.recorded_seconds.cache_clear()

@@ -486,15 +486,18 @@ def _minutes(seconds: float) -> str:
 def recorded_seconds(scale: str) -> dict[str, float]:
     """Each page's cold time at ``scale`` as ``benchmarks/results/book.json`` records it (``{}``: none): the
     latest run of the whole book in one go (``cold_one_run``, also a partial one for the pages it reached), else
-    the pages a stopped one-run build did not reach, run afterwards on its cache (``cold_continuation``), else
-    the older per-page record (``cold``)."""
+    a chapter re-measured cold after a change to its budget (``remeasured_<chapter>``), else the pages a stopped
+    one-run build did not reach, run afterwards on its cache (``cold_continuation``), else the older per-page
+    record (``cold``)."""
     try:
         book = json.loads((project_root() / "benchmarks" / "results" / "book.json").read_text())
         row = book["scales"][scale]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
     out: dict[str, float] = {}
+    remeasured = sorted(k for k in row if k.startswith("remeasured_")) if isinstance(row, dict) else []
     for key, pages, prefix in (("cold", "notebooks", ""), ("cold_continuation", "pages", "notebooks/"),
+                               *((k, "pages", "notebooks/") for k in remeasured),
                                ("cold_one_run", "pages", "notebooks/")):
         try:  # the one run's pages override the older records'; a continuation on its cache, the oldest
             out.update({prefix + r["notebook"]: float(r["seconds"]) for r in row[key][pages] if r.get("seconds")})
