@@ -299,9 +299,12 @@ def main() -> None:
                              "(page_needs: what ensdiv book --jobs N waits for)")
     parser.add_argument("--as", dest="record_as", default="cold_one_run", metavar="KEY",
                         help="with --record-run: the key of the scale's record (cold_continuation: the pages a "
-                             "stopped one-run build did not reach, run afterwards on its cache)")
+                             "stopped one-run build did not reach, run afterwards on its cache; remeasured_<chapter>: "
+                             "a chapter run cold again after a change to its budget, which ensdiv book's estimates "
+                             "read)")
     parser.add_argument("--pages", type=Path, default=None, metavar="FILE",
-                        help="with --record-run: record only the pages FILE lists (one notebooks/... path a line)")
+                        help="with --record-run: record only the pages FILE lists (one notebooks/... path a line); "
+                             "page_needs is then left as it is")
     parser.add_argument("--started", default="", help="with --record-run: when the run started")
     parser.add_argument("--commit", default="", help="with --record-run: the commit the run was made of")
     parser.add_argument("--jobs", type=int, default=None,
@@ -317,7 +320,8 @@ def main() -> None:
                       jobs=args.jobs)
         scale_row = payload.setdefault("scales", {}).setdefault("cpu", {})
         scale_row[args.record_as] = row
-        scale_row["page_needs"] = page_needs(args.record_run)
+        if only is None:  # a run of some pages (--pages) cannot say what the other pages need: keep the book's
+            scale_row["page_needs"] = page_needs(args.record_run)
         out.write_text(json.dumps(payload, indent=2))
         print(f"{row['status']}: {row['pages_finished']} pages, {row['finished_pages_s'] / 60:.1f} min")
         return

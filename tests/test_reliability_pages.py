@@ -404,7 +404,7 @@ def test_jobs_run_pages_at_once_each_with_its_share_of_the_threads(env, capsys, 
     (_, a0, a1), (_, b0, b1) = ([float(x) for x in r[1:]] for r in runs)
     assert a0 < b1 and b0 < a1  # the two 3-second pages overlapped in time
     assert ("2 pages at a time, 2 thread(s) each (4 for a page that times itself or trains with workers of its own, "
-            "alone; the zoo page first).") in capsys.readouterr().out
+            "alone).") in capsys.readouterr().out
     with pytest.raises(EnsdivError, match="--jobs must be 1 or more, got 0"):
         runner.run_notebooks(pages, scale="cpu", out_root=env / "out", root=env, jobs=0)
 

@@ -117,3 +117,33 @@ def test_the_zoo_page_starts_first_and_alone_in_a_parallel_run():
     assert schedule.first_first({}) == {}
     assert schedule.first_first({"a": 1.0}, {"zoo"}) == {"a": 1.0}
 
+
+
+def test_recording_some_pages_keeps_the_books_page_needs(tmp_path, monkeypatch):
+    """``bench_book.py --record-run BUILD --pages FILE --as remeasured_x`` stores the pages' record but leaves
+    ``page_needs`` alone (a run of a few pages cannot say what the others need); a whole run replaces it."""
+    import importlib.util
+    import json
+    import sys
+
+    from ensdiv.paths import project_root
+
+    spec = importlib.util.spec_from_file_location("bench_book", project_root() / "benchmarks" / "bench_book.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    out = tmp_path / "benchmarks" / "results" / "book.json"
+    out.write_text(json.dumps({"scales": {"cpu": {"page_needs": {"b": ["a"]}}}}))
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    monkeypatch.setattr(bench, "one_run", lambda build, **kw: {"status": "partial one run", "pages_finished": 1,
+                                                               "finished_pages_s": 60.0, "only": kw["only"]})
+    monkeypatch.setattr(bench, "page_needs", lambda build: {"c": ["b"]})
+    (tmp_path / "pages.txt").write_text("notebooks/x/p.ipynb\n")
+    monkeypatch.setattr(sys, "argv", ["bench_book.py", "--record-run", str(tmp_path), "--pages",
+                                      str(tmp_path / "pages.txt"), "--as", "remeasured_x"])
+    bench.main()
+    cpu = json.loads(out.read_text())["scales"]["cpu"]
+    assert cpu["page_needs"] == {"b": ["a"]} and cpu["remeasured_x"]["only"] == ["notebooks/x/p.ipynb"]
+    monkeypatch.setattr(sys, "argv", ["bench_book.py", "--record-run", str(tmp_path)])
+    bench.main()
+    assert json.loads(out.read_text())["scales"]["cpu"]["page_needs"] == {"c": ["b"]}

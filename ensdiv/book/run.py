@@ -419,8 +419,8 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
     limits, solo = thread_limits(jobs, alone=False), thread_limits(jobs, alone=True)
     if options["progress"]:
         print(f"{jobs} pages at a time, {limits['OMP_NUM_THREADS']} thread(s) each "
-              f"({solo['OMP_NUM_THREADS']} for a page that times itself or trains with workers of its own, alone; "
-              f"the zoo page first).", flush=True)
+              f"({solo['OMP_NUM_THREADS']} for a page that times itself or trains with workers of its own, alone).",
+              flush=True)
     waiting, done, running = list(notebooks), {}, set()
     alone = {nb for nb in notebooks if _name(nb, root) in schedule.ALONE_PAGES}
     finished: queue.Queue = queue.Queue()
