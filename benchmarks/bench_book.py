@@ -24,6 +24,12 @@ build that finished, with nothing changed, to measure what a second ``make book`
 a cold build first. ``--record KEY`` stores that one build under another key of the scale instead, e.g. a
 build after a change to the zoo's recipes (``--record rebuild_after_zoo_recipe_change --note ...``).
 
+``--replay [--page-factor PAGE=F ...]`` replays the recorded one-run build (``scales.cpu.cold_one_run``) through
+``ensdiv book --jobs N``'s scheduler (:mod:`ensdiv.book.schedule`: the recorded needs, critical-path priorities,
+the pages that run alone) with each page's recorded seconds, optionally scaled (``...tab01_efficient_ensembles=0.8``:
+four seeds of five), and prints the minutes of pages the schedule takes; no page runs. Each page's start and its
+kernel cost a real run a few minutes more than the replay.
+
 ``--change ... --executed-only`` times ``ensdiv run`` over the pages that already have an executed copy instead of
 ``ensdiv book`` (a partly built book, e.g. one stopped before its slowest chapters).
 """
@@ -274,6 +280,33 @@ def page_needs(build_dir: Path, *, scale: str = "cpu") -> dict[str, list[str]]:
     return {p: before for p, before in needs.items() if before}
 
 
+def replay(record: dict, needs: dict[str, list[str]], *, factors: dict[str, float] | None = None) -> float:
+    """Minutes of pages ``ensdiv book --jobs N`` takes on ``record``'s page seconds (each scaled by ``factors``,
+    keyed by a suffix of the page's name) under the book's scheduler: the zoo first and alone, a page after the
+    pages it needs, the longest chain first, the timed pages alone (:mod:`ensdiv.book.schedule`)."""
+    from ensdiv.book import schedule, toc_notebooks
+
+    seconds = {f"notebooks/{p['notebook']}": float(p["seconds"]) for p in record["pages"]}
+    for page in seconds:
+        for suffix, f in (factors or {}).items():
+            if page.endswith(suffix) or page.endswith(suffix + ".ipynb"):
+                seconds[page] *= f
+    toc = [nb.relative_to(ROOT).as_posix() for nb in toc_notebooks(root=ROOT)]
+    order = [p for p in toc if p in seconds] + [p for p in seconds if p not in toc]
+    priority = schedule.first_first(schedule.critical_path(order, needs, seconds))
+    waiting, running, now = list(order), {}, 0.0
+    while waiting or running:
+        while len(running) < int(record.get("jobs") or 2) and waiting:
+            page = schedule.next_page(waiting, needs, set(waiting) | set(running), priority, running=running)
+            if page is None:
+                break
+            waiting.remove(page)
+            running[page] = now + seconds[page]
+        page = min(running, key=running.get)
+        now = running.pop(page)
+    return now / 60
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", nargs="*", default=["smoke"])
@@ -309,10 +342,20 @@ def main() -> None:
     parser.add_argument("--commit", default="", help="with --record-run: the commit the run was made of")
     parser.add_argument("--jobs", type=int, default=None,
                         help="with --record-run: the run's --jobs, where its timings file does not say")
+    parser.add_argument("--replay", action="store_true",
+                        help="only replay the recorded one-run build through the scheduler and print its minutes")
+    parser.add_argument("--page-factor", nargs="*", default=[], metavar="PAGE=F",
+                        help="with --replay: scale a page's recorded seconds (a suffix of its name)")
     parser.add_argument("--ledger-edits", action="store_true",
                         help="only measure which pages five kinds of edit re-run, from the dry-run ledger")
     args = parser.parse_args()
     out = ROOT / "benchmarks" / "results" / "book.json"
+    if args.replay:
+        cpu = json.loads(out.read_text())["scales"]["cpu"]
+        factors = {k: float(v) for k, v in (item.split("=", 1) for item in args.page_factor)}
+        minutes = replay(cpu["cold_one_run"], cpu.get("page_needs", {}), factors=factors)
+        print(f"{minutes:.1f} min of pages (recorded run: {cpu['cold_one_run']['run_s'] / 60:.1f})")
+        return
     if args.record_run:
         payload = json.loads(out.read_text()) if out.exists() else {}
         only = [line.strip() for line in args.pages.read_text().splitlines() if line.strip()] if args.pages else None

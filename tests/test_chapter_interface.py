@@ -55,3 +55,50 @@ def test_the_natural_hard_set_takes_no_image_count():
     sd = sed.preset("tab01_unique", "smoke", verbose=False)
     with pytest.raises(ed.InvalidInputError, match="takes no image count"):
         sed.eval_set(sd, "a", n=5)
+
+
+def _own_resamplings(tree) -> list[int]:
+    """Lines of calls that draw a bootstrap resample by hand: ``.multinomial(...)``, ``.integers(0, n, ...)``
+    with a size (indices drawn with replacement) and ``.choice(..., replace=True)``."""
+    import ast
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name, args = node.func.attr, node.args
+            keywords = {k.arg: k.value for k in node.keywords}
+            replace = keywords.get("replace")
+            if (name == "multinomial"
+                    or (name == "integers" and len(args) >= 3 and isinstance(args[0], ast.Constant)
+                        and args[0].value == 0)
+                    or (name == "choice" and isinstance(replace, ast.Constant) and replace.value is True)):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_chapter_draws_a_bootstrap_of_its_own():
+    """Every resample with replacement in a chapter module or a notebook is drawn by ``ed.report``
+    (``resample_indices``, ``resample_counts`` or a bootstrap built on them): the book's one bootstrap."""
+    import ast
+    import json
+
+    from ensdiv.paths import project_root
+
+    root = project_root()
+    found = {}
+    for path in sorted((root / "ensdiv" / "chapters").rglob("*.py")):
+        hits = _own_resamplings(ast.parse(path.read_text(encoding="utf-8")))
+        if hits:
+            found[str(path.relative_to(root))] = hits
+    for path in sorted((root / "notebooks").rglob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+        hits = _own_resamplings(ast.parse(code))
+        if hits:
+            found[str(path.relative_to(root))] = hits
+    assert not found, f"resamples drawn outside ed.report: {found}"
+    # the detector itself: a hand-drawn resample of each form is found, an ordinary draw is not
+    assert _own_resamplings(ast.parse("rng.integers(0, n, (r, n))\nrng.multinomial(n, p)\n"
+                                      "rng.choice(x, 5, replace=True)")) == [1, 2, 3]
+    assert _own_resamplings(ast.parse("rng.integers(2**31)\nrng.choice(x, 5, replace=False)")) == []

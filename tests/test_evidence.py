@@ -439,3 +439,55 @@ def test_a_ratio_over_a_zero_denominator_is_not_computable_not_a_crash():
     """``ratio_above`` with a denominator of 0 (a dry run's degenerate timing) is "not computable" (``None``)."""
     assert report.evaluate(report.ratio_above("a", "b", 1.5), {"a": 1.0, "b": 0}).result is None
     assert report.evaluate(report.ratio_above("a", "b", 1.5), {"a": 3.0, "b": 1.0}).result == "pass"
+
+
+# --- the one bootstrap draw: resample_indices and resample_counts ------------------------------------------------
+
+
+def test_resampled_means_have_scipys_bootstrap_standard_error():
+    """A mean over :func:`resample_indices` rows, and over :func:`resample_counts` weights, spreads as
+    ``scipy.stats.bootstrap``'s distribution of the mean does, and as the plug-in σ/√n says."""
+    x = np.random.default_rng(5).normal(size=200)
+    by_index = x[report.resample_indices(x.size, n_resamples=4000, seed=1)].mean(1)
+    counts = report.resample_counts(x.size, n_resamples=4000, seed=2)
+    by_count = counts @ x / x.size
+    ref = stats.bootstrap((x,), np.mean, n_resamples=4000, method="percentile", random_state=3).standard_error
+    plug_in = x.std() / np.sqrt(x.size)
+    for se in (by_index.std(), by_count.std()):
+        assert se == pytest.approx(ref, rel=0.06) and se == pytest.approx(plug_in, rel=0.06)
+    assert by_index.mean() == pytest.approx(x.mean(), abs=0.01) and by_count.mean() == pytest.approx(x.mean(), abs=0.01)
+
+
+def test_resample_counts_are_the_counts_of_a_draw_with_replacement():
+    """Each row sums to ``n``; each unit's count has the binomial mean 1 and variance ``1 - 1/n``; the dtype is
+    the one asked for."""
+    n = 10
+    c = report.resample_counts(n, n_resamples=20000, seed=0)
+    assert c.dtype == np.float64 and c.shape == (20000, n) and (c.sum(1) == n).all()
+    assert c.mean(0) == pytest.approx(np.ones(n), abs=0.03)
+    assert c.var(0) == pytest.approx(np.full(n, 1 - 1 / n), abs=0.04)
+    assert report.resample_counts(3, n_resamples=2, seed=0, dtype=np.float32).dtype == np.float32
+    idx = report.resample_indices(n, n_resamples=500, seed=0)
+    assert idx.min() >= 0 and idx.max() == n - 1 and np.issubdtype(idx.dtype, np.integer)
+
+
+def test_a_generator_in_use_continues_its_stream():
+    """``seed`` may be a generator: one row at a time draws what one call draws, and a sequence seed is a stream
+    of its own (numpy's ``default_rng``) — what the chapters' former hand-drawn resamples drew."""
+    a, b = np.random.default_rng(7), np.random.default_rng(7)
+    rows = np.stack([report.resample_indices(9, n_resamples=1, seed=a)[0] for _ in range(30)])
+    assert np.array_equal(rows, report.resample_indices(9, n_resamples=30, seed=b))
+    assert np.array_equal(report.resample_indices(6, n_resamples=4, seed=[3, 7]),
+                          np.random.default_rng([3, 7]).integers(0, 6, (4, 6)))
+    assert np.array_equal(report.resample_counts(6, n_resamples=4, seed=[3, 7]),
+                          np.random.default_rng([3, 7]).multinomial(6, np.full(6, 1 / 6), size=4))
+
+
+@pytest.mark.parametrize("fn", [report.resample_indices, report.resample_counts])
+def test_resampling_rejects_bad_input(fn):
+    """Bad input: no unit, no resample, a non-integer size, a boolean, no seed (each one sentence)."""
+    for n, r in ((0, 5), (5, 0), (2.5, 5), (5, True)):
+        with pytest.raises(InvalidInputError, match="integer >= 1"):
+            fn(n, n_resamples=r, seed=0)
+    with pytest.raises(InvalidInputError, match="seed is required"):
+        fn(5, n_resamples=5, seed=None)

@@ -94,7 +94,7 @@ x_train, y_train, x_test, y_test = x[: cfg.n_train], y[: cfg.n_train], x[cfg.n_t
 
 
 def fitted(rng):
-    rows = rng.integers(0, cfg.n_train, cfg.n_train)  # one bootstrap sample of the training set
+    rows = ed.report.resample_indices(cfg.n_train, n_resamples=1, seed=rng)[0]  # a bootstrap of the training set
     return LogisticRegression(C=cfg.c).fit(x_train[rows], y_train[rows])
 
 

@@ -157,7 +157,7 @@ def run_replicates(probs: Any, labels: Any, *, n_resamples: int, seed: int, n_bi
     p = torch.as_tensor(probs).double().numpy()
     y = torch.as_tensor(labels).numpy()
     s, n, _ = p.shape
-    w = np.random.default_rng([seed, 5]).multinomial(n, np.full(n, 1.0 / n), size=int(n_resamples)).astype(float)
+    w = ed.report.resample_counts(n, n_resamples=int(n_resamples), seed=[seed, 5])
     conf, right = p.max(-1), (p.argmax(-1) == y).astype(float)
     nll = -np.log(np.clip(np.take_along_axis(p, np.broadcast_to(y[None, :, None], (s, n, 1)), -1)[..., 0], 1e-12,
                           None))
@@ -174,7 +174,7 @@ def nested_estimate(points: np.ndarray, reps: np.ndarray, *, seed: int, group: s
     the test images (``reps``: each run's image replicates, :func:`run_replicates`): the two-stage bootstrap of
     :func:`ensdiv.report.nested_bootstrap`, from precomputed image replicates."""
     s, r = reps.shape
-    counts = np.random.default_rng([seed, 6]).multinomial(s, np.full(s, 1.0 / s), size=r).astype(float)
+    counts = ed.report.resample_counts(s, n_resamples=r, seed=[seed, 6])
     return ed.report.Estimate(float(np.mean(points)), np.einsum("rs,sr->r", counts, reps) / s,
                               "seeds × test images", "bootstrap", group)
 
@@ -310,8 +310,8 @@ def swap_null(a: Any, b: Any, clean: Any, *, names: tuple[str, str], paired: boo
     a, b, clean = (np.asarray(v, dtype=float).ravel() for v in (a, b, clean))
     rng0 = np.random.default_rng([seed, 8])
     n = clean.size
-    wc = rng0.multinomial(n, np.full(n, 1.0 / n), size=int(n_resamples)).astype(float)
-    wa = wc if paired else rng0.multinomial(a.size, np.full(a.size, 1.0 / a.size), size=int(n_resamples)).astype(float)
+    wc = ed.report.resample_counts(n, n_resamples=int(n_resamples), seed=rng0)
+    wa = wc if paired else ed.report.resample_counts(a.size, n_resamples=int(n_resamples), seed=rng0)
     base = wc @ clean / n
 
     def make(rng: np.random.Generator) -> dict[str, ed.report.Estimate]:
@@ -340,7 +340,7 @@ def model_replicates(correct: np.ndarray, *, n_resamples: int, seed: int) -> tup
     ``(points (models,), replicates (models, R))``."""
     c = 100 * np.asarray(correct, dtype=float)
     n = c.shape[1]
-    w = np.random.default_rng([seed, 9]).multinomial(n, np.full(n, 1.0 / n), size=int(n_resamples)).astype(float)
+    w = ed.report.resample_counts(n, n_resamples=int(n_resamples), seed=[seed, 9])
     return c.mean(1), c @ w.T / n
 
 

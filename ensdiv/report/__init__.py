@@ -80,6 +80,8 @@ from ensdiv.report.uncertainty import (
     from_seeds,
     nan_mean,
     paired_bootstrap,
+    resample_counts,
+    resample_indices,
     sample_bootstrap,
 )
 
@@ -92,6 +94,6 @@ __all__ = [
     "correlation", "covers", "describe_strength", "evaluate", "evidence_clashes", "facts_table", "fisher_interval",
     "from_seeds", "greater", "holm", "less", "load_claims", "model_bootstrap", "nan_mean", "negative",
     "nested_bootstrap", "noninferior", "null_draws", "paired_bootstrap", "partition_null", "positive", "ratio_above",
-    "read_records", "sample_bootstrap", "seed_flips", "significant", "slug", "strength_of", "verdict",
-    "verdict_box", "within",
+    "read_records", "resample_counts", "resample_indices", "sample_bootstrap", "seed_flips", "significant", "slug",
+    "strength_of", "verdict", "verdict_box", "within",
 ]

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from ensdiv.errors import InvalidInputError
-from ensdiv.report.replication import _row_counts, model_bootstrap, nested_bootstrap
-from ensdiv.report.uncertainty import _GROUPS, Estimate, _array, from_seeds
+from ensdiv.report.replication import model_bootstrap, nested_bootstrap
+from ensdiv.report.uncertainty import _GROUPS, Estimate, _array, from_seeds, resample_counts
 
 __all__ = ["NULL_DRAWS", "NULL_RATE", "TRUTH_RATE", "Null", "aa_null", "null_draws", "partition_null",
            "seed_flips"]
@@ -101,7 +101,7 @@ def seed_flips(values: Mapping[str, Estimate], a: str, b: str, *, draws: int = N
     ``values[a]`` and ``values[b]`` are per-seed estimates (:func:`ensdiv.report.from_seeds`) or nested
     estimates (:func:`ensdiv.report.nested_bootstrap`) with as many rows. With ``S`` seeds the observed pattern
     is one of ``2**S``: a check that passes on it passes at least ``2**-S`` of the time, so three seeds
-    (12.5 %) can never count, and five (3.1 %) can.
+    (12.5 %) can never count at :data:`NULL_RATE`, and four (6.25 %) or five (3.1 %) can.
 
     Raises:
         InvalidInputError: estimates of other kinds, or with different numbers of seeds.
@@ -183,7 +183,7 @@ def aa_null(runs: Any, a: str, b: str, *, draws: int = NULL_DRAWS, seed: int, n_
         draw = {}
         group = f"bootstrap-{next(_GROUPS)}"
         for name_, rows in ((a, order[:half]), (b, order[half:2 * half])):
-            counts = _row_counts(rng, half, reps.shape[1])
+            counts = resample_counts(half, n_resamples=reps.shape[1], seed=rng)
             draw[name_] = Estimate(float(means[rows].mean()), np.einsum("rs,sr->r", counts, reps[rows]) / half,
                                    base.source, "bootstrap", group, parts=(reps[rows], counts, means[rows]))
         out.append(draw)

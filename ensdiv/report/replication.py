@@ -22,7 +22,7 @@ import numpy as np
 from scipy import stats
 
 from ensdiv.errors import InvalidInputError
-from ensdiv.report.uncertainty import _GROUPS, Estimate, _array, paired_bootstrap
+from ensdiv.report.uncertainty import _GROUPS, Estimate, _array, paired_bootstrap, resample_counts
 
 __all__ = ["UNITS", "covers", "model_bootstrap", "nested_bootstrap", "uncovered"]
 
@@ -122,19 +122,14 @@ def nested_bootstrap(rows: Mapping[str, Any], *, unit: str = "seeds", n_resample
         s = a.shape[0]
         reps = np.stack([per_row[f"{k}\x00{i}"].replicates for i in range(s)])  # (S, R)
         if paired_rows:
-            shared = shared if shared is not None else _row_counts(rng, s, n_resamples)
+            shared = shared if shared is not None else resample_counts(s, n_resamples=n_resamples, seed=rng)
             counts = shared
         else:
-            counts = _row_counts(rng, s, n_resamples)  # (R, S)
+            counts = resample_counts(s, n_resamples=n_resamples, seed=rng)  # (R, S)
         value = float(a.mean(axis=1).mean())
         out[k] = Estimate(value, np.einsum("rs,sr->r", counts, reps) / s, source, "bootstrap", group,
                           parts=(reps, counts, a.mean(axis=1)))
     return out
-
-
-def _row_counts(rng: np.random.Generator, s: int, r: int) -> np.ndarray:
-    """How often each of ``s`` rows is drawn in each of ``r`` resamples with replacement: ``(r, s)``."""
-    return rng.multinomial(s, np.full(s, 1.0 / s), size=r).astype(float)
 
 
 def model_bootstrap(values: Any, groups: Sequence[Any], *, n_resamples: int = 1000, seed: int

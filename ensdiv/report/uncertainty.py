@@ -15,6 +15,10 @@ for Variance in Machine Learning Benchmarks*, MLSys 2021):
 :func:`correlation` gives a rank or linear correlation with a bootstrap over the (x, y) pairs, or a Fisher
 interval when only ``r`` and ``n`` are known (:func:`fisher_interval`).
 
+Code that must hold its resamples itself (one resampling shared by a statistic and its null draws, a statistic
+vectorised over resamples by hand, weights per unit) takes them from :func:`resample_indices` (the indices drawn)
+or :func:`resample_counts` (how often each unit is drawn): the book's one bootstrap draw, in one place.
+
 The interval of any function of estimates (a difference, a ratio) is computed by the checks
 (:mod:`ensdiv.report.checks`) from the replicates: percentiles of the function over bootstrap replicates of
 one group, a Student-t interval over per-seed values. The default level is :data:`LEVEL` (90 %, a two-sided
@@ -36,7 +40,7 @@ from scipy import stats
 from ensdiv.errors import InvalidInputError
 
 __all__ = ["LEVEL", "SOURCES", "Estimate", "correlation", "fisher_interval", "from_seeds", "member_resample",
-           "nan_mean", "paired_bootstrap", "sample_bootstrap"]
+           "nan_mean", "paired_bootstrap", "resample_counts", "resample_indices", "sample_bootstrap"]
 
 def nan_mean(values: Any, *, axis: int = -1) -> np.ndarray:
     """The mean along ``axis`` leaving NaN entries out, NaN where every entry is NaN — without the "Mean of empty
@@ -291,6 +295,59 @@ def sample_bootstrap(
         return np.stack([np.asarray(quantities[q](flat), dtype=float).reshape(lead) for q in names])
 
     return _bootstrap_group(names, sizes, on, n_resamples=n_resamples, seed=seed, batch=batch)
+
+
+def _resample_args(n: Any, n_resamples: Any, seed: Any) -> tuple[int, int, np.random.Generator]:
+    """The checked arguments of :func:`resample_indices` and :func:`resample_counts`."""
+    for name, v, least in (("n", n, 1), ("n_resamples", n_resamples, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+            raise InvalidInputError(f"{name} must be an integer >= {least}, got {v!r}.")
+    if seed is None:
+        raise InvalidInputError("seed is required (an integer, a sequence of integers or a numpy Generator); "
+                                "an unseeded resampling could not be repeated.")
+    return int(n), int(n_resamples), np.random.default_rng(seed)
+
+
+def resample_indices(n: int, *, n_resamples: int, seed: Any) -> np.ndarray:
+    """Bootstrap resamples of ``n`` units: ``n_resamples`` rows of ``n`` indices drawn uniformly with replacement.
+
+    ``seed`` is an integer, a sequence of integers (``[seed, 7]``: a stream of its own for one part of a page) or
+    a numpy ``Generator`` already in use, whose stream continues (so a loop that drew one row at a time draws the
+    same numbers as one call).
+
+    Raises:
+        InvalidInputError: ``n`` or ``n_resamples`` not a positive integer; no seed.
+
+    Shape:
+        ``(n_resamples, n)``, integers in ``[0, n)``.
+
+    >>> resample_indices(4, n_resamples=2, seed=0).shape
+    (2, 4)
+    >>> bool((resample_indices(3, n_resamples=5, seed=[1, 2]) == resample_indices(3, n_resamples=5, seed=[1, 2])).all())
+    True
+    """
+    n, r, rng = _resample_args(n, n_resamples, seed)
+    return rng.integers(0, n, (r, n))
+
+
+def resample_counts(n: int, *, n_resamples: int, seed: Any, dtype: Any = float) -> np.ndarray:
+    """Bootstrap resamples of ``n`` units as counts: how often each unit is drawn in each resample (a multinomial
+    with ``n`` trials and equal probabilities), for statistics that weight units (``counts @ values / n``).
+
+    ``seed`` as in :func:`resample_indices`.
+
+    Raises:
+        InvalidInputError: ``n`` or ``n_resamples`` not a positive integer; no seed.
+
+    Shape:
+        ``(n_resamples, n)``; every row sums to ``n``.
+
+    >>> c = resample_counts(5, n_resamples=3, seed=0)
+    >>> c.shape, c.sum(axis=1).tolist()
+    ((3, 5), [5.0, 5.0, 5.0])
+    """
+    n, r, rng = _resample_args(n, n_resamples, seed)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=r).astype(dtype)
 
 
 def from_seeds(values: Sequence[float] | Any, *, source: str = "training seeds") -> Estimate:

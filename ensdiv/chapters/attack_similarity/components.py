@@ -59,8 +59,7 @@ def pair_weights(pairs: Any, n_models: int, *, n_resamples: int, seed: int) -> n
     ((1, 3), True)
     """
     p = np.asarray(pairs, dtype=int)
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(n_models, np.full(n_models, 1.0 / n_models), size=int(n_resamples)).astype(float)
+    counts = ed.report.resample_counts(n_models, n_resamples=int(n_resamples), seed=seed)
     return counts[:, p[:, 0]] * counts[:, p[:, 1]]
 
 

@@ -76,7 +76,7 @@ def model_estimates(n_models: int, statistics: Mapping[str, Callable[[np.ndarray
     if n_models < 2:
         raise InvalidInputError(f"A bootstrap over models needs at least two models, got {n_models}.")
     rng = np.random.default_rng(seed)
-    draws = [rng.integers(0, n_models, n_models) for _ in range(int(n_resamples))]
+    draws = list(ed.report.resample_indices(n_models, n_resamples=int(n_resamples), seed=rng))
     full = np.arange(n_models)
     group = new_group("models")
     out = {}
@@ -309,7 +309,7 @@ def k_slopes(table: pd.DataFrame, outcomes: Any, *, n_resamples: int, seed: int)
     drawn; the test images and the models' training are not resampled."""
     rng = np.random.default_rng(seed)
     n = len(table)
-    draws = [rng.integers(0, n, n) for _ in range(int(n_resamples))] if n else []
+    draws = list(ed.report.resample_indices(n, n_resamples=int(n_resamples), seed=rng)) if n else []
     group = new_group("ensembles")
     out = {}
     cols = table["N"].to_numpy(), table["k"].to_numpy(dtype=float), table["mean member error (%)"].to_numpy(dtype=float)
@@ -354,7 +354,6 @@ def partial_estimate(x: Any, y: Any, z: Any, *, n_resamples: int, seed: int) -> 
         return ed.report.Estimate(float("nan"), np.array([]), "models", "bootstrap")
     rng = np.random.default_rng(seed)
     reps = []
-    for _ in range(int(n_resamples)):
-        i = rng.integers(0, x.size, x.size)
+    for i in ed.report.resample_indices(x.size, n_resamples=int(n_resamples), seed=rng):
         reps.append(partial_r(x[i], y[i], z[i]) if np.unique(i).size >= MIN_PARTIAL else np.nan)
     return ed.report.Estimate(value, np.array(reps, dtype=float), "models", "bootstrap", new_group("teachers"))

@@ -32,7 +32,7 @@ import ensdiv as ed
 from ensdiv.errors import InvalidInputError
 from ensdiv.metrics.similarity import SAT_EPS
 
-__all__ = ["resample_weights", "sat_replicates", "sat_estimate", "pair_correlation", "model_bootstrap",
+__all__ = ["sat_replicates", "sat_estimate", "pair_correlation", "model_bootstrap",
            "correlation_or_nan", "ensemble_errors", "err_statistic", "mean_err", "nan_estimate", "new_group",
            "reading_seed_bootstrap"]
 
@@ -44,18 +44,12 @@ def nan_estimate(source: str = "evaluation samples") -> ed.report.Estimate:
     return ed.report.Estimate(float("nan"), np.array([]), source, "bootstrap")
 
 
-def resample_weights(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    """Multinomial resample counts ``(R, n)`` of ``n`` samples (a bootstrap resample as weights)."""
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(float)
-
-
 def sat_replicates(sat: ed.SatResult, weights: np.ndarray, *, eps: float = SAT_EPS) -> tuple[np.ndarray, np.ndarray]:
     """Two-side and one-side SAT matrices (Eq. 1, App. G) on each bootstrap resample of the attacked images.
 
     Args:
         sat: a measured :class:`ensdiv.SatResult` (``fooled`` (M, M, n), ``correct`` (M, n)).
-        weights: ``(R, n)`` resample counts (:func:`resample_weights`); pass the same array to several
+        weights: ``(R, n)`` resample counts (:func:`ensdiv.report.resample_counts`); pass the same array to several
             results measured on the same images to pair them.
 
     Returns:
@@ -81,7 +75,7 @@ def sat_replicates(sat: ed.SatResult, weights: np.ndarray, *, eps: float = SAT_E
 
 def sat_estimate(value: float, replicates: np.ndarray, group: str) -> ed.report.Estimate:
     """A bootstrap :class:`~ensdiv.report.Estimate` over the attacked images; estimates of one ``group``
-    (built from the same :func:`resample_weights`) are paired replicate by replicate."""
+    (built from the same :func:`ensdiv.report.resample_counts`) are paired replicate by replicate."""
     return ed.report.Estimate(float(value), np.asarray(replicates, dtype=float), "evaluation samples", "bootstrap",
                               group)
 
@@ -127,8 +121,8 @@ def pair_correlation(x: Any, y: Any, *, ordered: bool = False, n_resamples: int 
     value = _pearson(x[a, b], y[a, b])
     rng = np.random.default_rng(seed)
     reps = []
-    for _ in range(n_resamples):
-        ra, rb = pairs_of(rng.integers(0, m, m))
+    for drawn in ed.report.resample_indices(m, n_resamples=n_resamples, seed=rng):
+        ra, rb = pairs_of(drawn)
         reps.append(_pearson(x[ra, rb], y[ra, rb]) if ra.size >= 4 else np.nan)
     return ed.report.Estimate(value, np.array(reps), "models", "bootstrap", new_group("models"))
 

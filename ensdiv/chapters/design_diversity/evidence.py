@@ -40,8 +40,7 @@ def bootstrap_counts(n: int, *, n_boot: int, seed: int) -> np.ndarray:
     >>> c.shape, c.sum(1).tolist()
     ((3, 5), [5.0, 5.0, 5.0])
     """
-    rng = np.random.default_rng([seed, 11])
-    return rng.multinomial(int(n), np.full(int(n), 1.0 / n), size=int(n_boot)).astype(np.float32)
+    return ed.report.resample_counts(int(n), n_resamples=int(n_boot), seed=[seed, 11], dtype=np.float32)
 
 
 def mean_estimates(columns: Mapping[str, Any], statistics: Mapping[str, Callable[[Mapping[str, Any]], Any]],
@@ -123,8 +122,7 @@ def member_weights(members: Sequence[Sequence[int]], *, n_boot: int, seed: int) 
     if ids.size < 2:  # nothing to resample (every member shared): the statistic has no interval
         return np.full((int(n_boot), len(groups)), np.nan)
     position = {m: i for i, m in enumerate(ids)}
-    rng = np.random.default_rng([seed, 12])
-    counts = rng.multinomial(ids.size, np.full(ids.size, 1.0 / ids.size), size=int(n_boot)).astype(float)  # (B, K)
+    counts = ed.report.resample_counts(int(ids.size), n_resamples=int(n_boot), seed=[seed, 12])  # (B, K)
     w = np.ones((int(n_boot), len(groups)))
     for e, g in enumerate(groups):
         for m in g:

@@ -230,7 +230,7 @@ def share_draws(per_image: dict[str, np.ndarray], a: str, b: str, *, share: floa
     rng = np.random.default_rng(seed)
 
     def draw(k: int) -> dict[str, Any]:
-        idx = rng.integers(0, x.size, x.size)
+        idx = ed.report.resample_indices(x.size, n_resamples=1, seed=rng)[0]
         xa, yb = x[idx], y[idx]
         scaled = xa * (share * yb.mean() / xa.mean()) if xa.mean() > 0 else yb * share
         return ed.report.paired_bootstrap({a: scaled, b: yb}, n_resamples=n_resamples, seed=seed + k)

@@ -132,7 +132,7 @@ def subset_means(values, masks: Mapping[str, np.ndarray], *, n_resamples: int,
     idx = np.flatnonzero(union)
     if idx.size < 2:
         return {k: _ch().missing_estimate() for k in masks}
-    draw = rng.integers(0, idx.size, (int(n_resamples), idx.size))
+    draw = ed.report.resample_indices(idx.size, n_resamples=int(n_resamples), seed=rng)
     v = values[idx][draw]
     group = f"subsets-{next(_SUBSETS)}"
     out = {}

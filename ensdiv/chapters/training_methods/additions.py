@@ -49,10 +49,10 @@ def centred_gain_null(gain: np.ndarray, name: str, *, draws: int, seed: int, n_r
     g = np.asarray(gain, dtype=float)
     g = g - g.mean(0, keepdims=True)
     n = g.shape[0]
-    inner = np.random.default_rng([seed, 7]).integers(0, n, (n_resamples, n))
+    inner = ed.report.resample_indices(n, n_resamples=n_resamples, seed=[seed, 7])
 
     def make(rng: np.random.Generator) -> dict[str, Any]:
-        d = g[rng.integers(0, n, n)]
+        d = g[ed.report.resample_indices(n, n_resamples=1, seed=rng)[0]]
         reps = d[inner].mean(1).min(-1)
         return {name: _estimate(d.mean(0).min(), reps, f"gain-null-{rng.integers(2 ** 62)}")}
 
@@ -106,7 +106,7 @@ def relabelled_additions_null(val: np.ndarray, test: np.ndarray, diverse: np.nda
     each high model the kind labels of the low models permuted (pool sizes kept), both picks made again on the
     validation split, scored on test."""
     n = test.shape[-1]
-    inner = np.random.default_rng([seed, 8]).integers(0, n, (n_resamples, n))
+    inner = ed.report.resample_indices(n, n_resamples=n_resamples, seed=[seed, 8])
 
     def make(rng: np.random.Generator) -> dict[str, Any]:
         shuffled = np.stack([rng.permutation(row) for row in diverse])
@@ -130,7 +130,7 @@ def swapped_null(per: dict[str, np.ndarray], a: str, b: str, *, draws: int, seed
     """
     va, vb = np.asarray(per[a], dtype=float), np.asarray(per[b], dtype=float)
     n = va.size
-    inner = np.random.default_rng([seed, 10]).integers(0, n, (n_resamples, n))
+    inner = ed.report.resample_indices(n, n_resamples=n_resamples, seed=[seed, 10])
 
     def make(rng: np.random.Generator) -> dict[str, Any]:
         swap = rng.random(n) < 0.5
@@ -159,7 +159,7 @@ def swapped_curves_null(curves: dict[str, np.ndarray], a: str, b: str, target: n
     ca, cb = (np.asarray(curves[k], dtype=float) for k in (a, b))
     t = np.asarray(target, dtype=float)
     n = t.size
-    inner = np.random.default_rng([seed, 11]).integers(0, n, (n_resamples, n))
+    inner = ed.report.resample_indices(n, n_resamples=n_resamples, seed=[seed, 11])
     ks = np.asarray(ks, dtype=float)
 
     def make(rng: np.random.Generator) -> dict[str, Any]:
@@ -208,7 +208,7 @@ def relabelled_sets_null(scores: np.ndarray, differs: np.ndarray, *, names: Sequ
     """Null data for "pairs trained differently score higher than pairs trained alike": the two labels permuted
     across the pairs (set sizes kept), each draw's set means with a bootstrap over the test images."""
     n = scores.shape[1]
-    inner = np.random.default_rng([seed, 12]).integers(0, n, (n_resamples, n))
+    inner = ed.report.resample_indices(n, n_resamples=n_resamples, seed=[seed, 12])
 
     def make(rng: np.random.Generator) -> dict[str, Any]:
         return set_means(scores, rng.permutation(differs), names=names, inner=inner,
@@ -250,7 +250,7 @@ def swapped_pairs_null(angles: dict[str, Any], a: str, b: str, *, statistic: str
     oo = {k: (d["group"] == GROUPS[2]).to_numpy(float) for k, d in ((a, da), (b, db))}
     labels = da["label"].to_numpy(int)
     onehot = np.eye(int(labels.max()) + 1)[labels]
-    w = np.random.default_rng([seed, 14]).multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(float)
+    w = ed.report.resample_counts(n, n_resamples=n_resamples, seed=[seed, 14])
     ones = np.ones((1, n))
 
     def stat(weights: np.ndarray, t: np.ndarray, b_only: np.ndarray, o_only: np.ndarray) -> np.ndarray:

@@ -110,7 +110,7 @@ def _trend(rank: np.ndarray, values: np.ndarray, rng: np.random.Generator, n_res
            min_categories: int) -> Any:
     if values.size < 4 or len(set(rank.tolist())) < min_categories or np.ptp(values) == 0:
         return _nan_estimate()
-    idx = rng.integers(0, values.size, (n_resamples, values.size))
+    idx = ed.report.resample_indices(values.size, n_resamples=n_resamples, seed=rng)
     value = float(_spearman_rows(rank[None], values[None])[0])
     return ed.report.Estimate(value, _spearman_rows(rank[idx], values[idx]), "models", "bootstrap",
                               f"trend-{rng.integers(2 ** 62)}")
