@@ -62,7 +62,7 @@ def test_a_rising_curve_is_not_converged_and_a_flat_one_is():
 
 def test_the_record_of_the_first_seed_serves_a_preset_of_several_seeds(tmp_path):
     cfg = ch.preset("tab01_efficient_ensembles", "cpu", verbose=False)
-    assert len(cfg["seeds"]) >= 5
+    assert len(cfg["seeds"]) >= 4  # several seeds: at least the fewest whose seed-swap null can count
     recorded, note = ch.recorded_curve(cfg, _record(tmp_path, cfg, seeds=[0]))
     assert len(recorded) == 4, note
     other, note = ch.recorded_curve(cfg, _record(tmp_path, cfg, seeds=[1]))
