@@ -287,10 +287,12 @@ def replay(record: dict, needs: dict[str, list[str]], *, factors: dict[str, floa
     from ensdiv.book import schedule, toc_notebooks
 
     seconds = {f"notebooks/{p['notebook']}": float(p["seconds"]) for p in record["pages"]}
-    for page in seconds:
-        for suffix, f in (factors or {}).items():
-            if page.endswith(suffix) or page.endswith(suffix + ".ipynb"):
-                seconds[page] *= f
+    for suffix, f in (factors or {}).items():
+        matched = [page for page in seconds if page.endswith((suffix, suffix + ".ipynb"))]
+        if not matched:
+            raise SystemExit(f"--page-factor: no page of the recorded run ends with {suffix!r}.")
+        for page in matched:
+            seconds[page] *= f
     toc = [nb.relative_to(ROOT).as_posix() for nb in toc_notebooks(root=ROOT)]
     order = [p for p in toc if p in seconds] + [p for p in seconds if p not in toc]
     priority = schedule.first_first(schedule.critical_path(order, needs, seconds))
@@ -352,7 +354,13 @@ def main() -> None:
     out = ROOT / "benchmarks" / "results" / "book.json"
     if args.replay:
         cpu = json.loads(out.read_text())["scales"]["cpu"]
-        factors = {k: float(v) for k, v in (item.split("=", 1) for item in args.page_factor)}
+        factors = {}
+        for item in args.page_factor:
+            page, _, factor = item.partition("=")
+            try:
+                factors[page] = float(factor)
+            except ValueError:
+                parser.error(f"--page-factor takes PAGE=FACTOR with a number, got {item!r}")
         minutes = replay(cpu["cold_one_run"], cpu.get("page_needs", {}), factors=factors)
         print(f"{minutes:.1f} min of pages (recorded run: {cpu['cold_one_run']['run_s'] / 60:.1f})")
         return

@@ -122,15 +122,10 @@ def test_the_zoo_page_starts_first_and_alone_in_a_parallel_run():
 def test_recording_some_pages_keeps_the_books_page_needs(tmp_path, monkeypatch):
     """``bench_book.py --record-run BUILD --pages FILE --as remeasured_x`` stores the pages' record but leaves
     ``page_needs`` alone (a run of a few pages cannot say what the others need); a whole run replaces it."""
-    import importlib.util
     import json
     import sys
 
-    from ensdiv.paths import project_root
-
-    spec = importlib.util.spec_from_file_location("bench_book", project_root() / "benchmarks" / "bench_book.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench_book()
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     out = tmp_path / "benchmarks" / "results" / "book.json"
     out.write_text(json.dumps({"scales": {"cpu": {"page_needs": {"b": ["a"]}}}}))
@@ -147,3 +142,36 @@ def test_recording_some_pages_keeps_the_books_page_needs(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["bench_book.py", "--record-run", str(tmp_path)])
     bench.main()
     assert json.loads(out.read_text())["scales"]["cpu"]["page_needs"] == {"c": ["b"]}
+
+
+def _bench_book():
+    import importlib.util
+
+    from ensdiv.paths import project_root
+
+    spec = importlib.util.spec_from_file_location("bench_book", project_root() / "benchmarks" / "bench_book.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_replay_schedules_a_recorded_run_as_the_book_would_and_rejects_bad_factors(monkeypatch, capsys):
+    """``bench_book.py --replay``, by hand on two slots: the zoo alone 0-60 s; then the longest page ``a`` (120 s)
+    beside ``b`` (60 s); ``c`` takes ``b``'s slot at 120 s; the run ends at 180 s. ``a`` twice as long ends it at
+    300 s. Bad input: a factor that is not a number, a page the run does not have (one sentence each)."""
+    import sys
+
+    import pytest
+
+    bench = _bench_book()
+    record = {"jobs": 2, "pages": [{"notebook": "foundations/zoo.ipynb", "seconds": 60},
+                                   {"notebook": "x/a.ipynb", "seconds": 120}, {"notebook": "x/b.ipynb", "seconds": 60},
+                                   {"notebook": "x/c.ipynb", "seconds": 60}]}
+    assert bench.replay(record, {}) == pytest.approx(3.0)
+    assert bench.replay(record, {}, factors={"x/a": 2.0}) == pytest.approx(5.0)
+    with pytest.raises(SystemExit, match="no page of the recorded run ends with 'x/z'"):
+        bench.replay(record, {}, factors={"x/z": 2.0})
+    monkeypatch.setattr(sys, "argv", ["bench_book.py", "--replay", "--page-factor", "x/a=two"])
+    with pytest.raises(SystemExit):
+        bench.main()
+    assert "takes PAGE=FACTOR with a number, got 'x/a=two'" in capsys.readouterr().err
