@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write  # noqa: E402
+from _common import machine, write  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -234,8 +234,10 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
             only: list[str] | None = None, jobs: int | None = None) -> dict:
     """The record of one ``ensdiv book`` run from its build folder, finished or stopped: per page its status, its
     seconds (papermill's duration of the executed copy) and its claims' verdicts (the records the page
-    promoted), the ``commit`` the run was made of (its checkout), and ``status`` "one run" only when every page of the
-    table of contents finished ok in that run, else "partial one run" with the pages it did not reach."""
+    promoted), the ``commit`` the run was made of (its checkout), the machine that records it (the run's, when
+    recorded right after it: a time compares only with times of the same processor, :func:`_common.cpu_of`), and
+    ``status`` "one run" only when every page of the table of contents finished ok in that run, else "partial one
+    run" with the pages it did not reach."""
     from ensdiv.book import stamps, toc_notebooks
 
     executed = build_dir / "executed" / scale
@@ -266,7 +268,7 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
             "finished_pages_s": round(done, 1), "jobs": run.get("jobs") or jobs, "run_s": run.get("run_s"),
             "render_s": run.get("render_s"),
             "wall_s": round(run["run_s"] + run["render_s"], 1) if run.get("run_s") and run.get("render_s") else None,
-            "pages": pages}
+            "machine": machine(), "pages": pages}
 
 
 def page_needs(build_dir: Path, *, scale: str = "cpu") -> dict[str, list[str]]:

@@ -293,7 +293,7 @@ def test_item6_stale_temporary_files_of_dead_writers_are_collected(env, capsys):
 @pytest.mark.kernel
 def test_a_build_says_before_it_starts_what_is_cached_and_how_long_the_rest_will_take(env, capsys):
     """The plan line counts cached pages and sums the estimates (each page's last run at this scale); each page
-    that runs shows its time against its estimate."""
+    that runs shows its time against its estimate, and the run's pace so far with the page time left at it."""
     a = _notebook(env / "a.ipynb", CLAIM)
     b = _notebook(env / "b.ipynb", CLAIM)
     runner.run_notebooks([a, b], scale="cpu", out_root=env / "out", root=env)
@@ -306,6 +306,15 @@ def test_a_build_says_before_it_starts_what_is_cached_and_how_long_the_rest_will
     second = capsys.readouterr().out
     assert f"2 pages: 1 cached, 1 to run, estimated {seconds:.0f} s from the recorded per-page times." in second
     assert "a.ipynb in " in second and f"(estimate {seconds:.0f} s)" in second
+    assert "[pace]" not in second  # no page left after the one that ran
+    # both changed: after a, its time against its estimate is the run's pace, applied to b's estimate; after b,
+    # the last page, nothing is left to pace
+    _notebook(env / "a.ipynb", CLAIM + "\nprint('changed again')")
+    _notebook(env / "b.ipynb", CLAIM + "\nprint('changed')")
+    runner.run_notebooks([a, b], scale="cpu", out_root=env / "out", root=env)
+    third = capsys.readouterr().out
+    assert third.count("[pace]") == 1 and "x the recorded times so far: about " in third
+    assert third.index("a.ipynb in ") < third.index("[pace]") < third.index("[run]    b.ipynb")
 
 
 def test_item8_a_build_folder_that_is_a_file_or_read_only_is_one_sentence(env, capsys, monkeypatch):
@@ -390,7 +399,8 @@ def test_item1_and_5_every_page_has_a_row_and_a_p_run_is_marked_on_the_claims_pa
 @pytest.mark.kernel
 def test_jobs_run_pages_at_once_each_with_its_share_of_the_threads(env, capsys, monkeypatch):
     """``--jobs 2``: both pages run (in book order in the results), each kernel given ``cores // 2`` threads
-    through ``OMP_NUM_THREADS``; ``--jobs 0`` is one sentence."""
+    through ``OMP_NUM_THREADS``, and the run's pace is printed while a page is left; ``--jobs 0`` is one
+    sentence."""
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
     monkeypatch.setattr(runner.os, "cpu_count", lambda: 4)
@@ -405,6 +415,10 @@ def test_jobs_run_pages_at_once_each_with_its_share_of_the_threads(env, capsys, 
     assert a0 < b1 and b0 < a1  # the two 3-second pages overlapped in time
     assert ("2 pages at a time, 2 thread(s) each (4 for a page that times itself or trains with workers of its own, "
             "alone).") in capsys.readouterr().out
+    # again, with their last times as estimates: the pace once the first has finished (the other still running),
+    # none after the last
+    runner.run_notebooks(pages, scale="cpu", out_root=env / "out", root=env, jobs=2, force=True)
+    assert capsys.readouterr().out.count("x the recorded times so far") == 1
     with pytest.raises(EnsdivError, match="--jobs must be 1 or more, got 0"):
         runner.run_notebooks(pages, scale="cpu", out_root=env / "out", root=env, jobs=0)
 

@@ -175,3 +175,16 @@ def test_replay_schedules_a_recorded_run_as_the_book_would_and_rejects_bad_facto
     with pytest.raises(SystemExit):
         bench.main()
     assert "takes PAGE=FACTOR with a number, got 'x/a=two'" in capsys.readouterr().err
+
+
+def test_pace_is_a_ratio_of_sums_over_the_pages_with_an_estimate():
+    """By hand: 120 s against 60 and 90 s against 30 are 210 / 90 = 7/3 of the recorded times; 600 s left is then
+    1,400 s. Bad input: a page without an estimate (None) or with 0 is left out on both sides; before any page with
+    an estimate has finished there is no pace; nothing left is 0 s left."""
+    import pytest
+
+    ratio, left = schedule.pace([(120.0, 60.0), (90.0, 30.0), (45.0, None), (10.0, 0.0)], [600.0, None, 0.0])
+    assert ratio == pytest.approx(7 / 3) and left == pytest.approx(1400.0)
+    assert schedule.pace([], [600.0]) is None
+    assert schedule.pace([(45.0, None), (10.0, 0.0)], [600.0]) is None
+    assert schedule.pace([(30.0, 60.0)], []) == (0.5, 0.0)

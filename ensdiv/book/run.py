@@ -313,7 +313,7 @@ def run_notebooks(
         order = _parallel_order(notebooks, root, out_root, scale, estimates)
         return _run_in_parallel(notebooks, jobs, dict(scale=scale, params=params, out_root=out_root, force=force,
                                                       kernel=kernel, progress=progress, root=root, trace=trace),
-                                order)
+                                order, estimates)
     for nb in notebooks:
         rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
         out = out_root / rel
@@ -342,8 +342,23 @@ def run_notebooks(
             against = f" (estimate {_minutes(est)})" if est else ""
             print(f"  [{tag:<6}] {rel} in {res.seconds:.1f} s{against}" + (f": {res.error}" if res.error else ""),
                   flush=True)
+            _print_pace([r for r in results if r.status == "ok"] + ([res] if res.status == "ok" else []),
+                        estimates, left=notebooks[notebooks.index(nb) + 1:])
         results.append(res)
     return results
+
+
+def _print_pace(finished: list[NotebookResult], estimates: dict[Path, float], *, left: list[Path]) -> None:
+    """After a page: this run's pace against the recorded times and the page time left at it
+    (:func:`ensdiv.book.schedule.pace`), once a page with an estimate has finished and while pages are left."""
+    now = schedule.pace([(r.seconds, estimates.get(r.path)) for r in finished],
+                        [estimates.get(nb) for nb in left])
+    if now is None or not any(estimates.get(nb) for nb in left):
+        return
+    ratio, seconds = now
+    print(f"  [pace]   {ratio:.2f}x the recorded times so far: about {_minutes(seconds)} of page time left "
+          f"at that pace", flush=True)
+
 
 def _job_start() -> None:
     """In each page process of a parallel run: SIGTERM and SIGHUP end the page as Ctrl-C does (its kernel ended,
@@ -405,7 +420,8 @@ def _name(nb: Path, root: Path) -> str:
 
 
 def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
-                     order: tuple[dict[Path, list[Path]], dict[Path, float]]) -> list[NotebookResult]:
+                     order: tuple[dict[Path, list[Path]], dict[Path, float]],
+                     estimates: dict[Path, float] | None = None) -> list[NotebookResult]:
     """Run the pages ``jobs`` at a time, each in a process of its own (results in book order): a page starts once
     the earlier pages it shares cached work with have finished, the one with the longest chain behind it first; a
     page that times itself or trains with a worker pool of its own (:data:`ensdiv.book.schedule.ALONE_PAGES`)
@@ -414,6 +430,7 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
     import queue
 
     needs, priority = order
+    estimates = estimates or {}
     root = options["root"]
     # both read before the shared limits are set below (a value set by the caller wins, not one set here)
     limits, solo = thread_limits(jobs, alone=False), thread_limits(jobs, alone=True)
@@ -443,6 +460,9 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
                 if isinstance(res, BaseException):
                     raise res
                 done[nb] = res
+                if options["progress"]:
+                    _print_pace([r for r in done.values() if r.status == "ok"], estimates,
+                                left=[*waiting, *running])
         except BaseException:
             pool.terminate()  # SIGTERM: each page process ends its kernel and removes its partial copy
             raise

@@ -184,3 +184,21 @@ def first_first(priority: Mapping[str, float], first: Iterable[str] = SELF_PARAL
     """
     top, first = max(priority.values(), default=0.0), set(first)
     return {p: v + top + 1 if p in first else v for p, v in priority.items()}
+
+
+def pace(finished: Iterable[tuple[float, float | None]], left: Iterable[float | None]) -> tuple[float, float] | None:
+    """This run's pace against the recorded page times, and the page time left at that pace: the ``finished``
+    pages' seconds over their estimates (a ratio of sums, so the long pages weigh most), and the estimates of the
+    pages ``left`` times that ratio. A page without an estimate (None or 0: it never ran here and has no
+    record) is left out on both sides; None until a page with one has finished. On another processor the
+    recorded times are off by a factor (the zoo page took 2.16 times its record on a Zen 3 without AVX-512), and
+    the first finished pages measure it.
+
+    >>> pace([(120.0, 60.0), (30.0, None)], [600.0, None])
+    (2.0, 1200.0)
+    """
+    pairs = [(seconds, est) for seconds, est in finished if est]
+    if not pairs:
+        return None
+    ratio = sum(s for s, _ in pairs) / sum(e for _, e in pairs)
+    return ratio, ratio * sum(e for e in left if e)
