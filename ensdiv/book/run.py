@@ -23,7 +23,7 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -342,18 +342,18 @@ def run_notebooks(
             against = f" (estimate {_minutes(est)})" if est else ""
             print(f"  [{tag:<6}] {rel} in {res.seconds:.1f} s{against}" + (f": {res.error}" if res.error else ""),
                   flush=True)
-            _print_pace([r for r in results if r.status == "ok"] + ([res] if res.status == "ok" else []),
-                        estimates, left=notebooks[notebooks.index(nb) + 1:])
         results.append(res)
+        if progress:
+            _print_pace(results, estimates, left=notebooks[len(results):])  # one result per page so far
     return results
 
 
-def _print_pace(finished: list[NotebookResult], estimates: dict[Path, float], *, left: list[Path]) -> None:
-    """After a page: this run's pace against the recorded times and the page time left at it
-    (:func:`ensdiv.book.schedule.pace`), once a page with an estimate has finished and while pages are left."""
-    now = schedule.pace([(r.seconds, estimates.get(r.path)) for r in finished],
+def _print_pace(results: Iterable[NotebookResult], estimates: dict[Path, float], *, left: list[Path]) -> None:
+    """After a page: this run's pace against the recorded times over the pages that ran ok, and the page time left
+    at it (:func:`ensdiv.book.schedule.pace`), once a page with an estimate has finished and while one is left."""
+    now = schedule.pace([(r.seconds, estimates.get(r.path)) for r in results if r.status == "ok"],
                         [estimates.get(nb) for nb in left])
-    if now is None or not any(estimates.get(nb) for nb in left):
+    if now is None or not now[1]:
         return
     ratio, seconds = now
     print(f"  [pace]   {ratio:.2f}x the recorded times so far: about {_minutes(seconds)} of page time left "
@@ -461,8 +461,7 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
                     raise res
                 done[nb] = res
                 if options["progress"]:
-                    _print_pace([r for r in done.values() if r.status == "ok"], estimates,
-                                left=[*waiting, *running])
+                    _print_pace(done.values(), estimates, left=[*waiting, *running])
         except BaseException:
             pool.terminate()  # SIGTERM: each page process ends its kernel and removes its partial copy
             raise
