@@ -356,6 +356,35 @@ def test_a_build_says_before_it_starts_what_is_cached_and_how_long_the_rest_will
     assert third.index("a.ipynb in ") < third.index("[pace]") < third.index("[run]    b.ipynb")
 
 
+def test_the_pace_leaves_out_a_page_served_from_entries_older_than_the_build(env, capsys):
+    """Hand-made copies: ``a`` loaded a store entry saved before the build started (a resumed zoo: 150 s against
+    4,800 recorded), ``b`` only entries saved during the build (200 s against 100). The pace is b's alone, 2.00x,
+    and the 600 s left take 20.0 min at it; with only ``a`` finished there is no pace line. A copy without
+    metadata and an entry gone from the store count as cold (nothing shows they were served)."""
+    since = 1_000_000.0
+    store = env / "cache"
+    old, new = store / "model" / "aa" / "x.pt", store / "model" / "bb" / "y.pt"
+    for entry, when in ((old, since - 100), (new, since + 1)):
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.write_bytes(b"x")
+        os.utime(entry, (when, when))
+    pages = {}
+    for name, cache in (("a", ["model/aa/x.pt"]), ("b", ["model/bb/y.pt", "model/cc/gone.pt"]), ("c", None)):
+        copy = env / "out" / f"{name}.ipynb"
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(json.dumps({"metadata": {"ensdiv": {"cache": cache}} if cache else {}}))
+        pages[name] = copy
+    a = runner.NotebookResult(env / "a.ipynb", pages["a"], "ok", 150.0)
+    b = runner.NotebookResult(env / "b.ipynb", pages["b"], "ok", 200.0)
+    estimates = {env / "a.ipynb": 4800.0, env / "b.ipynb": 100.0, env / "c.ipynb": 600.0}
+    assert runner._served_from_store(pages["a"], since)
+    assert not runner._served_from_store(pages["b"], since) and not runner._served_from_store(pages["c"], since)
+    runner._print_pace([a], estimates, left=[env / "c.ipynb"], since=since)
+    assert "[pace]" not in capsys.readouterr().out
+    runner._print_pace([a, b], estimates, left=[env / "c.ipynb"], since=since)
+    assert "[pace]   2.00x the recorded times so far: about 20.0 min of page time left" in capsys.readouterr().out
+
+
 def test_item8_a_build_folder_that_is_a_file_or_read_only_is_one_sentence(env, capsys, monkeypatch):
     """``ENSDIV_BUILD`` naming a file, a folder below a file, or a read-only folder: ``ensdiv run`` and
     ``ensdiv book --html-only`` say so in one sentence (exit 2) before anything runs, as ``ENSDIV_CACHE`` does."""
