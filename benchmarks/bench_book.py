@@ -237,7 +237,8 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     promoted), the ``commit`` the run was made of (its checkout), the machine that records it (the run's, when
     recorded right after it: a time compares only with times of the same processor, :func:`_common.cpu_of`), and
     ``status`` "one run" only when every page of the table of contents finished ok in that run, else "partial one
-    run" with the pages it did not reach."""
+    run" with the pages it did not reach; a page the run's timings file lists as cached (a build resumed on the
+    executed copies of an earlier run) ran in another run, so it makes the run partial too."""
     from ensdiv.book import stamps, toc_notebooks
 
     executed = build_dir / "executed" / scale
@@ -262,7 +263,8 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     timings = build_dir / f"timings-{scale}.json"
     run = json.loads(timings.read_text()) if timings.exists() else {}
     done = sum(p["seconds"] or 0 for p in pages)
-    whole = not missing and all(p["status"] == "ok" for p in pages) and bool(run)
+    cached = {n["notebook"].removeprefix("notebooks/") for n in run.get("notebooks", []) if n.get("status") == "cached"}
+    whole = not missing and not cached and all(p["status"] == "ok" for p in pages) and bool(run)
     return {"status": "one run" if whole else "partial one run", "started": started, "note": note,
             "commit": commit, "pages_finished": len(pages), "pages_not_reached": missing,
             "finished_pages_s": round(done, 1), "jobs": run.get("jobs") or jobs, "run_s": run.get("run_s"),

@@ -188,3 +188,54 @@ def test_pace_is_a_ratio_of_sums_over_the_pages_with_an_estimate():
     assert schedule.pace([], [600.0]) is None
     assert schedule.pace([(45.0, None), (10.0, 0.0)], [600.0]) is None
     assert schedule.pace([(30.0, 60.0)], []) == (0.5, 0.0)
+
+
+def test_a_resumed_build_is_recorded_as_a_partial_one_run(monkeypatch, tmp_path):
+    """``bench_book.one_run``: a build whose every page finished ok is "one run" only if it ran them all; a page its
+    timings file lists as cached ran in an earlier run on the same executed copies (the Zen 3 build resumed on
+    29 Nov 2026 was first recorded as "one run" with 12 of its 56 pages from earlier runs). Bad input: a build
+    without a timings file is partial too."""
+    import json
+    import types
+
+    import ensdiv.book as book
+    from ensdiv.book import stamps
+
+    bench = _bench_book()
+    pages = [tmp_path / "notebooks" / "x" / f"{n}.ipynb" for n in ("a", "b")]
+    executed = tmp_path / "build" / "executed" / "cpu" / "notebooks" / "x"
+    executed.mkdir(parents=True)
+    for n, s in (("a", 12.5), ("b", 30.0)):
+        (executed / f"{n}.ipynb").write_text(json.dumps({"metadata": {"papermill": {"duration": s}}}))
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    monkeypatch.setattr(book, "toc_notebooks", lambda root: pages)
+    monkeypatch.setattr(stamps, "page_run", lambda copy, rel, scale: types.SimpleNamespace(status="ok", records=[]))
+
+    def timings(status_of_b):
+        rows = [{"notebook": "notebooks/x/a.ipynb", "status": "ok", "seconds": 12.5},
+                {"notebook": "notebooks/x/b.ipynb", "status": status_of_b, "seconds": 0.0}]
+        (tmp_path / "build" / "timings-cpu.json").write_text(json.dumps({"jobs": 2, "run_s": 50.0, "render_s": 5.0,
+                                                                         "notebooks": rows}))
+
+    timings("ok")
+    whole = bench.one_run(tmp_path / "build", commit="abc")
+    assert (whole["status"], whole["wall_s"], whole["finished_pages_s"]) == ("one run", 55.0, 42.5)
+    timings("cached")
+    assert bench.one_run(tmp_path / "build", commit="abc")["status"] == "partial one run"
+    (tmp_path / "build" / "timings-cpu.json").unlink()
+    assert bench.one_run(tmp_path / "build", commit="abc")["status"] == "partial one run"
+
+
+def test_critical_path_takes_the_pages_in_any_order():
+    """``ensdiv run a/x.ipynb b/y.ipynb --jobs 2`` where x needs y (a later page of the command line) raised a
+    KeyError: the chains were summed in reverse list order, which assumed a page's needs come before it. By hand:
+    y 5 s + x 1 s = 6 s on y's chain, whichever order. Bad input: a cycle of needs (x needs y, y needs x) ends:
+    y, scored first, counts x's second, and x's need back to y is not followed; a page that needs itself counts
+    once."""
+    from ensdiv.book import schedule
+
+    seconds = {"x": 1.0, "y": 5.0, "z": 2.0}
+    for order in (["x", "y", "z"], ["y", "x", "z"], ["z", "x", "y"]):
+        assert schedule.critical_path(order, {"x": ["y"]}, seconds) == {"x": 1.0, "y": 6.0, "z": 2.0}
+    assert schedule.critical_path(["x", "y"], {"x": ["y"], "y": ["x"]}, seconds) == {"y": 6.0, "x": 1.0}
+    assert schedule.critical_path(["x"], {"x": ["x"]}, seconds) == {"x": 1.0}

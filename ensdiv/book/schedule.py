@@ -126,7 +126,8 @@ def critical_path(pages: Sequence[str], needs: Mapping[str, Iterable[str]],
                   seconds: Mapping[str, float]) -> dict[str, float]:
     """Each page's own estimated seconds plus the longest chain of pages that need it, directly or not.
 
-    A page without an estimate counts the mean of the known ones (one second where none is known).
+    A page without an estimate counts the mean of the known ones (one second where none is known). ``pages`` may
+    come in any order (the order ``ensdiv run`` was given them); a need that would close a cycle is not followed.
 
     >>> critical_path(["zoo", "a", "b", "c"], {"a": ["zoo"], "b": ["a"], "c": []},
     ...               {"zoo": 30, "a": 5, "b": 1, "c": 20})
@@ -140,10 +141,16 @@ def critical_path(pages: Sequence[str], needs: Mapping[str, Iterable[str]],
             if q in after:
                 after[q].append(p)
     out: dict[str, float] = {}
-    for p in reversed(pages):  # needs point to earlier pages: every page's dependents are already scored
-        own = float(seconds.get(p) or default)
-        out[p] = own + max((out[q] for q in after[p]), default=0.0)
-    return out
+
+    def score(page: str, chain: frozenset[str]) -> float:
+        # pages may come in any order (``ensdiv run b a`` where b needs a), so a page's dependents are scored
+        # first, depth first; a need that closes a cycle is ignored rather than followed for ever
+        if page not in out:
+            below = [score(q, chain | {page}) for q in after[page] if q not in chain and q != page]
+            out[page] = float(seconds.get(page) or default) + max(below, default=0.0)
+        return out[page]
+
+    return {p: score(p, frozenset()) for p in reversed(pages)}
 
 
 def next_page(waiting: Sequence[str], needs: Mapping[str, Iterable[str]], unfinished: Iterable[str],
