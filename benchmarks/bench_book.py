@@ -263,8 +263,8 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     timings = build_dir / f"timings-{scale}.json"
     run = json.loads(timings.read_text()) if timings.exists() else {}
     done = sum(p["seconds"] or 0 for p in pages)
-    cached = {n["notebook"].removeprefix("notebooks/") for n in run.get("notebooks", []) if n.get("status") == "cached"}
-    whole = not missing and not cached and all(p["status"] == "ok" for p in pages) and bool(run)
+    resumed = any(n.get("status") == "cached" for n in run.get("notebooks", []))
+    whole = not missing and not resumed and all(p["status"] == "ok" for p in pages) and bool(run)
     return {"status": "one run" if whole else "partial one run", "started": started, "note": note,
             "commit": commit, "pages_finished": len(pages), "pages_not_reached": missing,
             "finished_pages_s": round(done, 1), "jobs": run.get("jobs") or jobs, "run_s": run.get("run_s"),

@@ -146,7 +146,8 @@ def critical_path(pages: Sequence[str], needs: Mapping[str, Iterable[str]],
         # pages may come in any order (``ensdiv run b a`` where b needs a), so a page's dependents are scored
         # first, depth first; a need that closes a cycle is ignored rather than followed for ever
         if page not in out:
-            below = [score(q, chain | {page}) for q in after[page] if q not in chain and q != page]
+            chain = chain | {page}
+            below = [score(q, chain) for q in after[page] if q not in chain]
             out[page] = float(seconds.get(page) or default) + max(below, default=0.0)
         return out[page]
 
