@@ -185,13 +185,41 @@ def test_item3_a_deep_data_change_reruns_the_page(env, monkeypatch):
     assert _run(nb, out).status == "ok"
     assert _run(nb, out).status == "cached"
     reads = json.loads((out / "a.ipynb").read_text())["metadata"]["ensdiv"]["reads"]
-    assert reads["folders"] == [str(deep)]
+    assert reads["paths"] == [str(deep)]  # the image it opened is in the folder it listed
     image.write_bytes(b"b" * 100)  # same size, new content: the modification time moves
     os.utime(image, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
     assert _run(nb, out).status == "ok"
     assert _run(nb, out).status == "cached"
     (deep / "ILSVRC2012_val_00000001.JPEG").write_bytes(b"c")
     assert _run(nb, out).status == "ok"
+
+
+@pytest.mark.kernel
+def test_item3_a_page_that_opened_one_file_reruns_for_that_file_not_its_neighbours(env):
+    """The zoo opens ``benchmarks/results/zoo_recipes.json`` and lists nothing there: recording a build in
+    ``book.json`` beside it leaves the zoo current, while an edit of the recipes file (or its removal) re-runs it.
+    (Before files were told apart, the folder was hashed and every ``--record-run`` re-ran the zoo.) The folder
+    here is a followed root because a parameter names it, as ``results_folder`` does."""
+    results = env / "results"
+    results.mkdir()
+    recipes, book = results / "zoo_recipes.json", results / "book.json"
+    recipes.write_text('{"rows": []}')
+    book.write_text("{}")
+    nb = _notebook(env / "a.ipynb", "import os\nimport ensdiv\n"
+                   "print(open(os.path.join(results_folder, 'zoo_recipes.json')).read())",
+                   params='scale = "cpu"\nresults_folder = ""')
+    out, params = env / "out", {"results_folder": str(results)}
+    assert _run(nb, out, params=params).status == "ok"
+    assert json.loads((out / "a.ipynb").read_text())["metadata"]["ensdiv"]["reads"]["paths"] == [str(recipes)]
+    book.write_text('{"cold_one_run": {}}')  # a neighbour changes, and one is added
+    (results / "gpu.json").write_text("{}")
+    assert _run(nb, out, params=params).status == "cached"
+    recipes.write_text('{"rows": [1]}')
+    os.utime(recipes, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    assert _run(nb, out, params=params).status == "ok"
+    assert _run(nb, out, params=params).status == "cached"
+    recipes.unlink()
+    assert not stamps.reads_unchanged(out / "a.ipynb")
 
 
 # --- item 4: signals, one build at a time, no partial files --------------------------------------------------------

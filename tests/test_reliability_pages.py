@@ -172,6 +172,45 @@ def test_item7_the_run_line_says_why(env, capsys):
     assert "[run]    p.ipynb (scale=cpu): --force (estimate " in capsys.readouterr().out
 
 
+def test_reads_compact_drops_files_a_listed_folder_covers_and_crowded_folders_stand_in(tmp_path):
+    """Hand-made layout: a listed folder covers the file opened in it; three files opened in one folder are kept
+    as files under ``per_folder=3`` and become their folder over it; a file gone since is kept (it hashes as
+    gone); an empty read is an empty list."""
+    listed, opened = tmp_path / "listed", tmp_path / "opened"
+    listed.mkdir()
+    opened.mkdir()
+    files = [str(opened / f"{i}.png") for i in range(3)]
+    gone = str(tmp_path / "deleted.tmp")
+    read = [str(listed / "a.png"), str(listed), *files, gone, files[0]]
+    assert reads.compact(read, per_folder=3) == sorted([str(listed), *files, gone])
+    assert reads.compact(read, per_folder=2) == sorted([str(listed), str(opened), gone])
+    assert reads.compact([]) == []
+
+
+def test_reads_signature_of_a_file_follows_the_file_and_not_its_neighbours(tmp_path):
+    """A file's signature moves when its size or time moves, not when a file beside it is added or edited; a
+    folder's moves when an entry is added; a missing path hashes stably as gone, differently from a present
+    one; a record written before files were told apart (``"folders"``) is still checked."""
+    one, other = tmp_path / "one.json", tmp_path / "other.json"
+    one.write_text("{}")
+    before = reads.signature([str(one)])
+    folder_before = reads.signature([str(tmp_path)])
+    other.write_text("{}")
+    assert reads.signature([str(one)]) == before
+    assert reads.signature([str(tmp_path)]) != folder_before
+    one.write_text("{1}")
+    assert reads.signature([str(one)]) != before
+    missing = str(tmp_path / "missing.json")
+    assert reads.signature([missing]) == reads.signature([missing]) != reads.signature([str(one)])
+    data, nb = tmp_path / "data", tmp_path / "page.ipynb"
+    data.mkdir()
+    nb.write_text(json.dumps({"metadata": {"ensdiv": {"reads": {"folders": [str(data)],
+                                                                "hash": reads.signature([str(data)])}}}}))
+    assert stamps.reads_unchanged(nb)
+    (data / "added.json").write_text("{}")
+    assert not stamps.reads_unchanged(nb)
+
+
 def test_item5_the_benchmarks_results_are_a_followed_read_root():
     """The benchmarks page reads benchmarks/results/*.json: that folder is among the roots whose reads re-run a
     page, so `make bench && make book` shows the new numbers."""

@@ -662,7 +662,7 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
                 for record in records:
                     record["notebook"] = rel  # the page it belongs to, whatever the kernel's environment said
                 code = page_units(tracing.read_log(trace_log), source) if trace else None
-                finish(tmp, out, "ok", stamp, claims=records, read=reads.read_log(log), source=nb,
+                finish(tmp, out, "ok", stamp, claims=records, read=reads.compact(reads.read_log(log)), source=nb,
                         code=code, cache=reads.read_log(store_log), seconds=time.perf_counter() - t0)
                 return NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=params)
             except Exception as exc:  # noqa: BLE001 - report every failure by name and go on

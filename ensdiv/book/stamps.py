@@ -9,8 +9,9 @@ Each executed copy (``_build/executed/<scale>/<notebook>``) carries, in its own 
   fingerprint (:func:`ensdiv.environment.fingerprint`: the lock file's pins and any departure of the installed
   packages from them), the data shipped in ``book/data`` and ``$ENSDIV_DATA`` (its path and a listing
   of its top two levels: names, sizes, times);
-- ``reads``: the data folders the run opened files in or listed (:mod:`ensdiv.reads`) and a hash of their
-  entries, so a file changed at any depth re-runs the page;
+- ``reads``: the data files the run opened and the folders it listed (:mod:`ensdiv.reads`) and a hash of
+  their sizes, times and entries, so a file it read changed at any depth, or one added to a folder it listed,
+  re-runs the page;
 - ``code``: every unit of package code the run executed (:mod:`ensdiv.tracing`) and a hash of each one's
   source without docstrings and comments, so a page re-runs when code it ran changed, and only then;
 - ``claims``: the claim records the run wrote, checked and promoted only when it finished;
@@ -105,11 +106,13 @@ def stamp_of(path: Path) -> dict | None:
     return meta.get("stamp") if meta.get("status") == "ok" else None
 
 def reads_unchanged(path: Path) -> bool:
-    """Whether the data folders the last run of ``path`` read still hash as they did (True when it read none)."""
+    """Whether the data files and folders the last run of ``path`` read still hash as they did (True when it
+    read none); a copy from before files were told apart names only folders (``"folders"``) and is still read."""
     recorded = meta_of(path).get("reads")
-    if not isinstance(recorded, dict) or not isinstance(recorded.get("folders"), list):
+    read = recorded.get("paths", recorded.get("folders")) if isinstance(recorded, dict) else None
+    if not isinstance(read, list):
         return False
-    return reads.signature(recorded["folders"]) == recorded.get("hash")
+    return reads.signature(read) == recorded.get("hash")
 
 def code_unchanged(path: Path) -> bool:
     """Whether every unit of package code the last run of ``path`` executed still hashes as it did (a copy
@@ -202,7 +205,7 @@ def finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", c
     ok = status == "ok"
     nb.setdefault("metadata", {})["ensdiv"] = {
         "status": status, "error": error, "stamp": stamp if ok else None, "claims": list(claims or []) if ok else [],
-        "reads": {"folders": read, "hash": reads.signature(read)} if ok and read is not None else None,
+        "reads": {"paths": read, "hash": reads.signature(read)} if ok and read is not None else None,
         "code": (_code_record(code) if ok and code is not None else None),
         "versions": versions() if ok else None,  # only to name a package that moved (rerun_reason)
         "cache": list(cache or []) if ok else [],  # the store entries the run loaded or saved (ensdiv cache export)
