@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -121,9 +122,7 @@ def compact(paths: Iterable[str], *, per_folder: int = 16) -> list[str]:
     paths = set(paths)
     folders = {p for p in paths if os.path.isdir(p)}
     files = [p for p in paths - folders if os.path.dirname(p) not in folders]
-    counts: dict[str, int] = {}
-    for f in files:
-        counts[os.path.dirname(f)] = counts.get(os.path.dirname(f), 0) + 1
+    counts = Counter(os.path.dirname(f) for f in files)
     crowded = {folder for folder, n in counts.items() if n > per_folder}
     return sorted(folders | crowded | {f for f in files if os.path.dirname(f) not in crowded})
 
