@@ -29,16 +29,17 @@ Payloads must be what ``weights_only`` loading accepts: tensors, numbers, string
 and dicts of those (state dicts included).
 
 **Keyed by the code that computed it.** The key is the configuration (the inputs); the entry also keeps a
-record of how it was computed: every unit of package code its computation ran, with the hash of its source
-(:mod:`ensdiv.tracing`; the units of entries it loaded included, so a prediction carries its model's training
-code), and the environment's fingerprint (:func:`ensdiv.environment.fingerprint`, the lock file's pins). A
-miss opens a recorder and the save closes it. A load serves an entry only while every unit in its record
-hashes as it did and the environment is the same; otherwise the entry is stale, the load is a miss that says
-why in one line (``model 3fa2…: recomputed, ensdiv/train/loop.py::fit changed``), and the caller's computation
-overwrites it. No version number is bumped by hand: a docstring or comment edit recomputes nothing, an edit to
-a function an entry's computation ran recomputes that entry and the entries computed from it. What a
-computation defined outside the package (a notebook's lambda) runs is not recorded: such an entry is keyed by
-its configuration and the environment only. :meth:`Store.stale_reason` says why an entry would not be served.
+record of how it was computed: every unit of package code its computation ran, hashed as it ran
+(:mod:`ensdiv.tracing`; the units of entries it loaded and of memoised answers it was served included, so a
+prediction carries its model's training code), and the environment's fingerprint
+(:func:`ensdiv.environment.fingerprint`, the lock file's pins). A miss opens a recorder and the save closes it. A
+load serves an entry only while every unit in its record hashes as the running code does and the environment is
+the same; otherwise the load is a miss that says why in one line (``model 3fa2…: recomputed,
+ensdiv/train/loop.py::fit changed``), and the caller's computation overwrites it. An entry recorded by another
+recording engine is never served; an entry computed while a package function was patched at run time is not
+saved. A plain ``save`` outside any computation (a user's own put) records no code: it is keyed by its
+configuration and the environment only. ``$ENSDIV_RECOMPUTE=1`` (``ensdiv run --recompute``) makes every load a
+miss. What the guarantee covers, and its conditions, is stated once in ``book/guide/cache.md``.
 """
 
 from __future__ import annotations
@@ -62,7 +63,11 @@ from ensdiv.errors import CacheError
 from ensdiv.paths import project_root, unwritable_reason
 from ensdiv.progress import line
 
-__all__ = ["Store", "default_store", "config_key", "cached", "CorruptEntryWarning", "StaleEntryWarning"]
+__all__ = ["Store", "default_store", "config_key", "cached", "CorruptEntryWarning", "StaleEntryWarning",
+           "RECOMPUTE_ENV"]
+
+#: Set to ``1``: every load is a miss, so what a run needs is computed again and overwritten (``--recompute``).
+RECOMPUTE_ENV = "ENSDIV_RECOMPUTE"
 
 _MAGIC = b"ensdiv-store-v1 "
 _UMASK: int | None = None
@@ -88,6 +93,7 @@ def _unusable(root: Path, exc: OSError) -> CacheError:
 
 _CHECKED: set[Path] = set()  # folders check_writable proved usable in this process
 _HELD: set[Path] = set()  # entry locks this process holds (a nested computation of the same key does not wait)
+_FRESH: set[tuple[str, str]] = set()  # entries this process saved (served under $ENSDIV_RECOMPUTE)
 
 
 #: Set by ``ensdiv run``/``ensdiv book``: a file every entry a page's run loaded or saved is appended to (its
@@ -218,8 +224,13 @@ class Store:
         _check_payload(payload)
         units = tracing.end(f"{kind}/{key}")
         if units is None:  # saved without a miss first: what an open computation ran so far, else a value
-            units = tracing.open_units()  # computed outside the package (a user's own put): no package code
-        code = {"units": tracing.entry_record(units), "environment": environment.fingerprint()}
+            units = tracing.open_units()  # computed outside the package (a user's own put): keyed by its config
+        why = tracing.patched()
+        if why is not None:
+            print(f"{kind} {key[:10]}: not saved, {why} was replaced at run time (patched)", flush=True)
+            return final
+        code = {"units": tracing.entry_record(units), "environment": environment.fingerprint(),
+                "engine": tracing.ENGINE}
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
             buf = io.BytesIO()
@@ -242,6 +253,7 @@ class Store:
             _CHECKED.discard(self.root)
             raise _unusable(self.root, exc) from None
         _note_access(self, final)
+        _FRESH.add((kind, key))
         return final
 
     def load(self, kind: str, config: Mapping[str, Any], *, compute: bool = True) -> Any | None:
@@ -257,6 +269,10 @@ class Store:
         """
         key = config_key(config)
         final = self.path(kind, key)
+        if os.environ.get(RECOMPUTE_ENV) == "1" and (kind, key) not in _FRESH:
+            if compute:
+                tracing.begin(f"{kind}/{key}")
+            return None
         try:
             raw = final.read_bytes()  # no exists() first: an entry removed meanwhile is a plain miss
         except (FileNotFoundError, NotADirectoryError):
@@ -343,6 +359,7 @@ class Store:
                 tracing.end(f"{kind}/{key}")  # nothing computed here: the miss's recorder closes empty
             yield done
         finally:
+            tracing.end(f"{kind}/{key}")  # a computation that raised: its recorder closes (nothing was saved)
             _HELD.discard(lock)
             with contextlib.suppress(OSError):
                 fh.truncate(0)
@@ -410,6 +427,8 @@ def _code_changed(obj: dict) -> str | None:
     units = code.get("units")
     if not isinstance(units, dict):
         return "the code that computed it was not recorded"
+    if code.get("engine") != tracing.ENGINE:
+        return "it was recorded by an older recorder (ensdiv.tracing)"
     changed = tracing.changed_unit(units)
     return None if changed is None else f"{changed} changed"
 

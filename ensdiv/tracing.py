@@ -1,23 +1,42 @@
-"""What code a computation executed, and a hash of each piece as the source is now.
+"""What package code a computation ran, and a hash of each piece as it ran.
 
-Two records use it, with one trace function:
+The book's cache keeps, with every entry, the units of package code its computation ran and their hashes, and
+serves the entry only while they hash the same (:mod:`ensdiv.store`; the guarantee and its conditions are stated
+once, in ``book/guide/cache.md``). A page's run keeps the same record, so the page re-runs when code it used
+changed (:mod:`ensdiv.book.stamps`).
 
-- **Pages.** ``ensdiv run`` / ``ensdiv book`` set ``ENSDIV_TRACE_LOG`` (a file to append to) and, optionally,
-  ``ENSDIV_TRACE_ROOTS`` (the source folders that count, ``os.pathsep``-separated; the ``ensdiv`` package by
-  default) for the kernel of each page. ``import ensdiv`` then calls :func:`install_from_env` before it imports
-  anything else, and every unit of the roots' code the page runs is appended to the log once per process. A
-  page re-runs when a unit it used changed (:mod:`ensdiv.book.stamps`).
-- **Cache entries.** :class:`ensdiv.store.Store` opens a :class:`Recorder` when an entry is missing (it is
-  about to be computed) and closes it when the entry is saved: the entry keeps the units its computation ran
-  and their hashes (:func:`entry_record`), and a load serves it only while they hash the same
-  (:func:`changed_unit`). A computation that loads another entry (a prediction loading its model) takes over
-  that entry's units, so a change to the training code makes the model *and* its predictions stale, and a
-  page that only loaded them re-runs too (:func:`note_units`). Code run in forked worker processes (a
-  ``DataLoader``'s workers) is appended to the recorder's own log file and read back when it closes.
+**How units are seen: counted at import, not traced.** ``import ensdiv`` installs an import hook (first thing,
+:func:`install`) for the package and the folders of ``$ENSDIV_TRACE_ROOTS``. Each of their modules is compiled
+from the source the hook read, with one statement first in every function body:
+``if not __ensdiv_seen__[i]: __ensdiv_ran__(i)``. While nothing records, every flag is true and that statement
+is a list lookup (no call, no trace function: ``benchmarks/bench_tracing.py`` measures it); code outside the
+package is compiled as Python compiles it and costs nothing. A recording sets the flags false, so the first call
+of each function in it notes the function's unit. Nothing is installed with :func:`sys.settrace`, so a debugger,
+``breakpoint()`` or coverage cannot empty a record.
 
-The trace function (:func:`sys.settrace`, also for new threads) sees each new Python frame and returns
-``None``, so no line is traced and C calls cost nothing; it is installed at the first recording or at import
-under a page log, and then stays (``benchmarks/bench_tracing.py`` measures its cost).
+**Who records.**
+
+- A cache entry's computation: :func:`begin` opens a recorder (a store miss does it) and :func:`end` closes it
+  (the store's save); recorders nest, and an inner one's units are folded into the one below it. A computation
+  that loads another entry takes over that entry's units (:func:`note_units`), so a change to the training code
+  makes a model *and* its predictions stale.
+- A page: ``ensdiv run``/``ensdiv book`` set ``$ENSDIV_TRACE_LOG`` for the page's kernel; every unit the kernel
+  runs is appended to that file once (with the hash of each source file as the kernel imported it, so a page whose
+  code was edited while it ran is not stamped with the new code).
+- Other processes: a worker forked while a recorder is open appends to the recorder's own log file; a process
+  spawned meanwhile (``$ENSDIV_TRACE_CHILD``) does too; the recorder reads the file back when it closes.
+- A memo: a module-level ``functools.lru_cache`` of the package is wrapped at import (:class:`_Memo`): the units
+  of the computation behind each memoised answer are noted again every time the answer is served, so an entry
+  whose data came from a memo still records the code that made it. :func:`memo` does the same for a hand-made
+  memo (:func:`built_by` then gives the units that built an object it returned).
+
+**Hashed as it ran.** The hook keeps the source text it compiled; an entry's hashes are taken from that text
+(``running=True``), never from the disk at save time, so an edit made while a model trains cannot stamp the old
+model with the new code. Page stamps and the dry-run ledger ask about the disk (what the next run would run).
+
+**Patched code.** The functions and classes a package module defines are remembered after its import;
+:func:`patched` names the first one replaced since (a test's or a notebook's ``monkeypatch``), and the store
+does not save an entry computed while one is.
 
 **Units and their hashes** (:func:`code_hashes`): a function's unit is its whole definition (decorators and
 default values included); a method's also covers its class's outline (fields, class constants, bases, the
@@ -25,95 +44,158 @@ signatures of its methods); a class's unit is that outline; a module's (``<modul
 run for their effect at import (a registration call, an ``if`` block), not its definitions, imports or
 assignments. Each unit's hash also covers the module-level **bindings it names**: the assignment of a constant
 it reads (and what that assignment names in turn), followed through ``from … import`` into the roots' other
-modules. So adding a function, an import or a constant to a module changes no unit, editing a constant
-changes exactly the units that name it, and editing a docstring or a comment changes nothing (the hash is of
-the AST without docstrings; comments and positions are not in it). Lambdas and comprehensions belong to the
-definition around them. A unit that no longer exists hashes as ``"missing"``. A name bound in two modules
-under one identifier may pull in both (an over-approximation: more re-runs, never a stale reuse).
+modules, and the outline of a class it names (its fields and their defaults: a dataclass built without one of
+its methods running still counts). So adding a function, an import or a constant to a module changes no unit,
+editing a constant changes exactly the units that name it, and editing a docstring or a comment changes nothing
+(the hash is of the AST without docstrings; comments and positions are not in it). Lambdas and comprehensions
+belong to the definition around them. A unit that no longer exists hashes as ``"missing"``. A name bound in two
+modules under one identifier may pull in both (an over-approximation: more re-runs, never a stale reuse).
 """
 
 from __future__ import annotations
 
 import ast
+import atexit
+import contextlib
 import functools
 import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import itertools
+import marshal
 import os
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
-__all__ = ["LOG_ENV", "ROOTS_ENV", "NEUTRAL", "BIND", "install_from_env", "read_log", "code_hashes", "hashes_now",
-           "current_hashes", "combined", "Recorder", "begin", "end", "open_units", "note_units", "entry_record",
-           "changed_unit", "record_units", "relative", "absolute", "unit_of", "names_in", "binding_units",
-           "strip_docstrings"]
+__all__ = ["LOG_ENV", "ROOTS_ENV", "CHILD_ENV", "NEUTRAL", "BIND", "ENGINE", "install", "install_from_env",
+           "read_log", "source_shas", "code_hashes", "hashes_now", "current_hashes", "combined", "Recorder", "begin",
+           "end", "open_units", "note_units", "entry_record", "changed_unit", "record_units", "relative",
+           "absolute", "unit_of", "names_in", "binding_units", "strip_docstrings", "patched", "memo", "built_by",
+           "running_source", "edited_while_running", "recording", "attach"]
 
 LOG_ENV = "ENSDIV_TRACE_LOG"
 ROOTS_ENV = "ENSDIV_TRACE_ROOTS"
+#: Set while a recorder is open: the file a process spawned meanwhile appends the units it runs to.
+CHILD_ENV = "ENSDIV_TRACE_CHILD"
+#: The recording engine, stored with each entry's record: an entry recorded by another engine is recomputed.
+ENGINE = "import-hook-1"
 _PACKAGE = str(Path(__file__).resolve().parent)
 #: the folder above the package: entry records name files relative to it (a cache moved between clones stays valid)
 BASE = Path(_PACKAGE).parent
+_SEEN_NAME, _RAN_NAME = "__ensdiv_seen__", "__ensdiv_ran__"
 
 
 def roots_from_env() -> list[str]:
-    """The traced source folders: ``$ENSDIV_TRACE_ROOTS``, else the ``ensdiv`` package."""
+    """The recorded source folders: ``$ENSDIV_TRACE_ROOTS``, else the ``ensdiv`` package."""
     found = [os.path.realpath(p) for p in os.environ.get(ROOTS_ENV, "").split(os.pathsep) if p]
     return found or [_PACKAGE]
 
 
-#: Third-party packages ``import ensdiv`` or nearly every page imports anyway (the training engine, the plots),
-#: imported before a page's tracer starts: their import runs hundreds of thousands of Python frames, none of them
-#: the package's (``benchmarks/bench_tracing.py``).
-PRELOAD = ("numpy", "scipy.stats", "pandas", "statsmodels.api", "torch", "torchvision", "timm", "PIL.Image", "yaml",
-           "tqdm", "lightning.fabric", "torchmetrics", "matplotlib.pyplot", "seaborn")
+@functools.lru_cache(maxsize=64)
+def _roots(env: str) -> tuple[str, ...]:
+    return tuple(r.rstrip(os.sep) + os.sep for r in roots_from_env())
 
 
-# --- the trace function --------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=64)
+def _root_names(env: str) -> frozenset[str]:
+    """The top-level module names the roots hold: a package folder's name, or the modules of a plain folder."""
+    names = set()
+    for root in roots_from_env():
+        if os.path.isfile(os.path.join(root, "__init__.py")):
+            names.add(os.path.basename(root))
+        else:
+            try:
+                names.update(n[:-3] if n.endswith(".py") else n for n in os.listdir(root))
+            except OSError:
+                pass
+    return frozenset(names)
+
+
+def _in_roots(file: str) -> bool:
+    return os.path.realpath(file).startswith(_roots(os.environ.get(ROOTS_ENV, "")))
+
+
+# --- recorders -------------------------------------------------------------------------------------------------
 
 class Recorder:
-    """The units one cache entry's computation runs (opened by :func:`begin`, closed by :func:`end`)."""
+    """The units one computation runs (opened by :func:`begin`, closed by :func:`end`)."""
 
-    __slots__ = ("token", "codes", "units", "pid", "fork_log")
+    __slots__ = ("token", "units", "pid", "fork_log")
 
     def __init__(self, token: str):
         self.token = token
-        self.codes: set[object] = set()
         self.units: set[tuple[str, str]] = set()
         self.pid = os.getpid()
         self.fork_log = os.path.join(tempfile.gettempdir(), f"ensdiv-rec-{os.getpid()}-{id(self):x}.log")
 
 
-_STATE = {"installed": False, "page_log": None, "roots": ()}
-_PREVIOUS = None  # a trace function installed before ours (a debugger's, coverage's): chained
-_OUT: set[object] = set()  # code objects outside the roots (most frames: one set lookup each)
-_IN: set[object] = set()  # code objects of the roots seen in this process
+class _Tally:
+    """One instrumented module: its units by index and the flags its functions check."""
+
+    __slots__ = ("file", "units", "seen", "__weakref__")
+
+    def __init__(self, file: str, units: list[tuple[str, str]]):
+        self.file = file
+        self.units = units
+        self.seen = [not _active()] * len(units)
+
+    def ran(self, i: int) -> None:
+        self.seen[i] = True
+        _note(self.units[i])
+
+
+_STATE: dict[str, Any] = {"page_log": None, "child_log": None, "page_seen": set()}
 _STACK: list[Recorder] = []
-_LOCK = threading.Lock()
+_TALLIES: list[_Tally] = []
+_LOCK = threading.RLock()
 _MAX_DEPTH = 256
+_BLOCKS = itertools.count()
 
 
-def _trace(frame, event, arg):  # noqa: ANN001, ANN202 - the signature sys.settrace calls
-    try:
-        code = frame.f_code
-        if code in _OUT:
-            return None if _PREVIOUS is None else _PREVIOUS(frame, event, arg)
-        if code not in _IN:
-            if not code.co_filename.startswith(_STATE["roots"]):
-                _OUT.add(code)
-                return None if _PREVIOUS is None else _PREVIOUS(frame, event, arg)
-            _IN.add(code)
-            if _STATE["page_log"]:
-                _append(_STATE["page_log"], f"{code.co_filename}\t{getattr(code, 'co_qualname', code.co_name)}\n")
+def _after_fork() -> None:  # a lock another thread held at the fork would never be released in the child
+    global _LOCK
+    _LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def _active() -> bool:
+    return bool(_STACK or _STATE["page_log"] or _STATE["child_log"])
+
+
+def _reset() -> None:
+    """Every flag false while anything records (the next call of each function notes it), true otherwise."""
+    value = not _active()
+    for tally in _TALLIES:
+        tally.seen[:] = [value] * len(tally.seen)
+
+
+def _line(unit: tuple[str, str]) -> str:
+    return f"{unit[0]}\t{unit[1]}\n"
+
+
+def _note(unit: tuple[str, str]) -> None:
+    """A unit ran: into the open recorder (or its log, from another process) and the page's log."""
+    with _LOCK:
+        page = _STATE["page_log"]
+        if page and unit not in _STATE["page_seen"]:
+            _STATE["page_seen"].add(unit)
+            _append(page, _line(unit))
+        if _STATE["child_log"]:
+            _append(_STATE["child_log"], _line(unit))
         if _STACK:
             rec = _STACK[-1]
-            if code not in rec.codes:
-                rec.codes.add(code)
-                if os.getpid() != rec.pid:  # a forked worker: the recorder's process reads this back
-                    _append(rec.fork_log, f"{code.co_filename}\t{getattr(code, 'co_qualname', code.co_name)}\n")
-    except (AttributeError, TypeError):  # the interpreter is shutting down: module globals are gone
-        return None
-    return None if _PREVIOUS is None else _PREVIOUS(frame, event, arg)
+            if os.getpid() == rec.pid:
+                rec.units.add(unit)
+            else:  # a forked worker: the recorder's process reads this back when it closes
+                _append(rec.fork_log, _line(unit))
 
 
 def _append(path: str, text: str) -> None:
@@ -124,48 +206,20 @@ def _append(path: str, text: str) -> None:
         pass  # no log means a re-run (page) or a recomputation (entry) later, never a wrong reuse
 
 
-def _install() -> None:
-    if _STATE["installed"]:
-        return
-    with _LOCK:
-        if _STATE["installed"]:
-            return
-        global _PREVIOUS
-        _STATE["roots"] = tuple(r.rstrip(os.sep) + os.sep for r in roots_from_env())
-        current = sys.gettrace()
-        _PREVIOUS = current if current is not _trace else None  # a debugger's or coverage's, chained
-        sys.settrace(_trace)
-        threading.settrace(_trace)
-        _STATE["installed"] = True
-
-
-def install_from_env() -> bool:
-    """Trace the roots' code a page runs when ``$ENSDIV_TRACE_LOG`` is set (once per process)."""
-    log = os.environ.get(LOG_ENV)
-    if not log or _STATE["page_log"]:
-        return bool(_STATE["page_log"])
-    import importlib
-
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-    _STATE["page_log"] = log
-    _install()
-    # the module bodies that ran before the tracer (``ensdiv/__init__`` itself, which installs it)
-    roots = _STATE["roots"]
-    for module in list(sys.modules.values()):
-        file = os.path.realpath(getattr(module, "__file__", None) or "")
-        if file.startswith(roots):
-            _append(log, f"{file}\t<module>\n")
-    return True
+def _child_env() -> None:
+    """Point processes spawned from now on at the open recorder's log (or at nothing)."""
+    if _STACK and _STACK[-1].pid == os.getpid():
+        os.environ[CHILD_ENV] = _STACK[-1].fork_log
+    elif _STATE["child_log"]:
+        os.environ[CHILD_ENV] = _STATE["child_log"]
+    else:
+        os.environ.pop(CHILD_ENV, None)
 
 
 def begin(token: str) -> Recorder:
-    """Open a recorder for the computation of the entry ``token`` (its kind and key); the trace function is
-    installed if it is not yet. A token already open is reopened where it stands (a retried computation)."""
-    _install()
+    """Open a recorder for the computation of the entry ``token`` (its kind and key). A token already open is
+    reopened where it stands (a retried computation)."""
+    install()
     with _LOCK:
         for rec in reversed(_STACK):
             if rec.token == token:
@@ -174,13 +228,13 @@ def begin(token: str) -> Recorder:
             _fold(_STACK.pop(1), _STACK[0])
         rec = Recorder(token)
         _STACK.append(rec)
+        _reset()
+        _child_env()
         return rec
 
 
 def _units_of(rec: Recorder) -> set[tuple[str, str]]:
     found = set(rec.units)
-    for code in list(rec.codes):
-        found.add(unit_of(code.co_filename, getattr(code, "co_qualname", code.co_name)))
     try:
         with open(rec.fork_log, encoding="utf-8") as fh:
             found.update(unit_of(*line.rstrip("\n").split("\t", 1)) for line in fh if "\t" in line)
@@ -190,14 +244,24 @@ def _units_of(rec: Recorder) -> set[tuple[str, str]]:
     return found
 
 
+@atexit.register
+def _remove_logs() -> None:
+    """The logs of recorders still open when the process ends (a miss nobody computed) go with it."""
+    for rec in _STACK:
+        if rec.pid == os.getpid():
+            with contextlib.suppress(OSError):
+                os.unlink(rec.fork_log)
+
+
 def _fold(inner: Recorder, outer: Recorder) -> None:
     outer.units |= _units_of(inner)
 
 
 def end(token: str) -> set[tuple[str, str]] | None:
     """Close the recorder of ``token`` and every recorder opened after it (their computations ran inside
-    this one): returns the units they ran, which the recorder below it takes over too. ``None`` when no
-    recorder of ``token`` is open (an entry saved without a miss before it in this process)."""
+    this one): returns the units they ran, with the module unit of each file among them, which the recorder below
+    it takes over too. ``None`` when no recorder of ``token`` is open (an entry saved without a miss before it in
+    this process)."""
     with _LOCK:
         at = next((i for i in range(len(_STACK) - 1, -1, -1) if _STACK[i].token == token), None)
         if at is None:
@@ -205,10 +269,32 @@ def end(token: str) -> set[tuple[str, str]] | None:
         units: set[tuple[str, str]] = set()
         for rec in _STACK[at:]:
             units |= _units_of(rec)
+        units |= {(f, "<module>") for f, _ in units}
         del _STACK[at:]
         if _STACK:
             _STACK[-1].units |= units
+        else:
+            _reset()
+        _child_env()
         return units
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[set[tuple[str, str]]]:
+    """Record what the block runs: the set it yields holds those units when the block ends (they are folded into
+    the computation open around it too). A miss inside the block opens a recorder of its own above this one."""
+    token = f"block:{os.getpid()}:{next(_BLOCKS)}"
+    found: set[tuple[str, str]] = set()
+    begin(token)
+    try:
+        yield found
+    finally:
+        found |= end(token) or set()
+
+
+def attach(obj: Any, units: Iterable[tuple[str, str]]) -> None:
+    """Remember the units that built ``obj`` (:func:`built_by`), for a computation that takes it later."""
+    _remember_built(obj, frozenset(units))
 
 
 def open_units() -> set[tuple[str, str]]:
@@ -216,22 +302,317 @@ def open_units() -> set[tuple[str, str]]:
     with _LOCK:
         found: set[tuple[str, str]] = set()
         for rec in _STACK:
-            found |= set(rec.units) | {unit_of(c.co_filename, getattr(c, "co_qualname", c.co_name))
-                                       for c in list(rec.codes)}
+            found |= rec.units
         return found
 
 
 def note_units(units: Iterable[tuple[str, str]]) -> None:
-    """Units a computation or a page depends on without running them: those of a cache entry it loaded."""
+    """Units a computation or a page depends on without running them: those of a cache entry it loaded, or of a
+    memoised answer it was served."""
     units = set(units)
-    if not units:
+    if not units or not _active():
         return
     with _LOCK:
         if _STACK:
-            _STACK[-1].units |= units
-    log = _STATE["page_log"] or os.environ.get(LOG_ENV)
-    if log:
-        _append(log, "".join(f"{f}\t{q}\n" for f, q in sorted(units)))
+            rec = _STACK[-1]
+            if os.getpid() == rec.pid:
+                rec.units |= units
+            else:
+                _append(rec.fork_log, "".join(map(_line, sorted(units))))
+        page = _STATE["page_log"]
+        if page:
+            new = units - _STATE["page_seen"]
+            _STATE["page_seen"] |= new
+            if new:
+                _append(page, "".join(map(_line, sorted(new))))
+        if _STATE["child_log"]:
+            _append(_STATE["child_log"], "".join(map(_line, sorted(units))))
+
+
+# --- memos -----------------------------------------------------------------------------------------------------
+
+_BUILT_UNITS: dict[int, tuple[weakref.ref, frozenset]] = {}
+
+
+def _remember_built(value: Any, units: frozenset) -> None:
+    key = id(value)
+    try:
+        ref = weakref.ref(value, lambda _r: _BUILT_UNITS.pop(key, None))
+    except TypeError:  # numbers, tuples: nothing to attach to
+        return
+    _BUILT_UNITS[key] = (ref, units)
+
+
+def built_by(obj: Any) -> frozenset:
+    """The units that built ``obj``, when a memo (:func:`memo`, a wrapped ``lru_cache``) returned it; empty
+    otherwise. A computation that takes an object built before its miss notes these (:func:`note_units`)."""
+    found = _BUILT_UNITS.get(id(obj))
+    return found[1] if found is not None and found[0]() is obj else frozenset()
+
+
+class _Memo:
+    """A memo whose answers carry the units that computed them: a served answer notes them again."""
+
+    def __init__(self, call: Callable[..., Any], fn: Callable[..., Any], clear: Callable[[], None] | None = None):
+        functools.update_wrapper(self, fn)
+        self._call, self._clear = call, clear
+        self._units: dict[Any, frozenset] = {}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            key = functools._make_key(args, kwargs, False)
+            hash(key)
+        except TypeError:
+            return self._call(*args, **kwargs)
+        units = self._units.get(key)
+        if units is not None:
+            note_units(units)
+            return self._call(*args, **kwargs)
+        token = f"memo:{id(self):x}:{hash(key):x}"
+        begin(token)
+        done = None
+        try:
+            value = self._call(*args, **kwargs)
+            done = end(token)
+        finally:
+            if done is None:
+                end(token)
+        units = frozenset(done or ())
+        self._units[key] = units
+        _remember_built(value, units)
+        return value
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else functools.partial(self, obj)
+
+    def cache_clear(self) -> None:
+        self._units.clear()
+        if self._clear is not None:
+            self._clear()
+
+    def cache_info(self) -> Any:
+        return self._call.cache_info() if hasattr(self._call, "cache_info") else None
+
+
+def memo(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Memoise ``fn`` (its arguments hashable) so that each answer, when served again, notes the units that
+    computed it: a hand-made memo's stand-in for ``functools.cache``, which the hook wraps by itself."""
+    cached = functools.cache(fn)
+    return _Memo(cached, fn, cached.cache_clear)
+
+
+# --- the import hook -------------------------------------------------------------------------------------------
+
+class _Instrument(ast.NodeTransformer):
+    """Put ``if not __ensdiv_seen__[i]: __ensdiv_ran__(i)`` first in every function body (after its docstring),
+    numbering the units in the order they appear."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.units: list[tuple[str, str]] = []
+        self.prefix = ""
+
+    def _def(self, node: ast.AST) -> ast.AST:
+        name = f"{self.prefix}{node.name}"
+        outer, self.prefix = self.prefix, f"{name}.<locals>."
+        self.generic_visit(node)
+        self.prefix = outer
+        i = len(self.units)
+        self.units.append(unit_of(self.file, name))
+        check = ast.If(test=ast.UnaryOp(op=ast.Not(), operand=ast.Subscript(
+            value=ast.Name(id=_SEEN_NAME, ctx=ast.Load()), slice=ast.Constant(i), ctx=ast.Load())),
+            body=[ast.Expr(value=ast.Call(func=ast.Name(id=_RAN_NAME, ctx=ast.Load()), args=[ast.Constant(i)],
+                                          keywords=[]))], orelse=[])
+        body = node.body
+        at = 1 if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str) else 0
+        anchor = body[at] if at < len(body) else body[-1]
+        node.body = [*body[:at], ast.copy_location(check, anchor), *body[at:]]
+        ast.fix_missing_locations(node)
+        for sub in ast.walk(check):
+            ast.copy_location(sub, anchor)
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _def
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        outer, self.prefix = self.prefix, f"{self.prefix}{node.name}."
+        self.generic_visit(node)
+        self.prefix = outer
+        return node
+
+
+_SOURCES: dict[str, str] = {}  # file -> the source text this process compiled it from
+_SHAS: dict[str, str] = {}  # file -> sha256 of that text
+_DEFINED: dict[str, tuple[Any, dict[str, Any], dict[str, dict[str, Any]]]] = {}  # file -> (module, defs, members)
+
+
+def running_source(file: str) -> str | None:
+    """The source text the running process compiled ``file`` from (``None`` when it did not import it)."""
+    return _SOURCES.get(os.path.realpath(file))
+
+
+def _cache_file(path: str) -> str:
+    return importlib.util.cache_from_source(path, optimization=f"ensdiv{ENGINE.replace('-', '')}")
+
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    """Compiles a module of the roots with its functions instrumented (:class:`_Instrument`), keeps the source
+    it compiled, and remembers what the module defined."""
+
+    def _compiled(self, fullname: str) -> tuple[Any, list[tuple[str, str]]]:
+        path = self.get_filename(fullname)
+        real = os.path.realpath(path)
+        data = self.get_data(path)
+        source = importlib.util.decode_source(data)
+        sha = hashlib.sha256(data).hexdigest()
+        _SOURCES[real], _SHAS[real] = source, sha
+        stamp = f"{ENGINE}\n{sys.version}\n{real}\n{sha}".encode()
+        cache = _cache_file(path)
+        try:
+            raw = Path(cache).read_bytes()
+            if raw.startswith(stamp + b"\n"):
+                units, code = marshal.loads(raw[len(stamp) + 1:])
+                return code, [tuple(u) for u in units]
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+        tree = ast.parse(source, path)
+        inst = _Instrument(real)
+        tree = inst.visit(tree)
+        code = compile(tree, path, "exec", dont_inherit=True)
+        if not sys.dont_write_bytecode:
+            try:
+                os.makedirs(os.path.dirname(cache), exist_ok=True)
+                tmp = f"{cache}.{os.getpid()}.tmp"
+                Path(tmp).write_bytes(stamp + b"\n" + marshal.dumps(([list(u) for u in inst.units], code)))
+                os.replace(tmp, cache)
+            except OSError:
+                pass
+        return code, inst.units
+
+    def get_code(self, fullname: str) -> Any:
+        return self._compiled(fullname)[0]
+
+    def exec_module(self, module: Any) -> None:
+        code, units = self._compiled(module.__name__)
+        real = os.path.realpath(self.get_filename(module.__name__))
+        tally = _Tally(real, units)
+        _log_source(real)
+        with _LOCK:
+            _TALLIES.append(tally)
+        module.__dict__[_SEEN_NAME] = tally.seen
+        module.__dict__[_RAN_NAME] = tally.ran
+        if _active():
+            _note((real, "<module>"))
+        exec(code, module.__dict__)  # noqa: S102 - what SourceLoader.exec_module does, with our code object
+        _wrap_memos(module)
+        _remember_defined(real, module)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Hands the modules of the roots to :class:`_Loader`; every other import is left to the usual finders."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname.partition(".")[0] not in _root_names(os.environ.get(ROOTS_ENV, "")):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader) \
+                or not spec.origin or not _in_roots(spec.origin):
+            return None
+        spec.loader = _Loader(fullname, spec.origin)
+        return spec
+
+
+_FINDER = _Finder()
+
+
+def install() -> None:
+    """Put the import hook first on ``sys.meta_path`` (once per process). The package's own first modules
+    (``ensdiv/__init__``, this one) were imported before it: their sources are read now."""
+    if _FINDER in sys.meta_path:
+        return
+    sys.meta_path.insert(0, _FINDER)
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and file.endswith(".py") and _in_roots(file):
+            real = os.path.realpath(file)
+            if real not in _SOURCES:
+                try:
+                    data = Path(real).read_bytes()
+                except OSError:
+                    continue
+                _SOURCES[real] = importlib.util.decode_source(data)
+                _SHAS[real] = hashlib.sha256(data).hexdigest()
+
+
+def _wrap_memos(module: Any) -> None:
+    """Wrap the module-level ``functools.lru_cache``/``cache`` functions a module defines (:class:`_Memo`)."""
+    for name, obj in list(vars(module).items()):
+        if isinstance(obj, functools._lru_cache_wrapper) and getattr(obj, "__module__", None) == module.__name__:
+            setattr(module, name, _Memo(obj, obj.__wrapped__, obj.cache_clear))
+
+
+def _members(cls: type) -> dict[str, Any]:
+    return {k: v for k, v in vars(cls).items() if callable(v) or isinstance(v, staticmethod | classmethod | property)}
+
+
+def _remember_defined(file: str, module: Any) -> None:
+    defs = {n: o for n, o in vars(module).items()
+            if callable(o) and getattr(o, "__module__", None) == module.__name__}
+    members = {n: _members(o) for n, o in defs.items() if isinstance(o, type)}
+    _DEFINED[file] = (module, defs, members)
+
+
+def patched() -> str | None:
+    """The first function or class of the package (outside :data:`NEUTRAL`) replaced since its module was
+    imported, as ``"<file>::<name>"``; ``None`` when none is."""
+    for file, (module, defs, members) in list(_DEFINED.items()):
+        rel = relative(file)
+        if rel.startswith(NEUTRAL):
+            continue
+        space = vars(module)
+        for name, obj in defs.items():
+            if space.get(name) is not obj:
+                return f"{rel}::{name}"
+        for name, was in members.items():
+            now = _members(defs[name])
+            if now.keys() != was.keys():
+                return f"{rel}::{name}.{sorted(now.keys() ^ was.keys())[0]}"
+            for attr, obj in was.items():
+                if now[attr] is not obj:
+                    return f"{rel}::{name}.{attr}"
+    return None
+
+
+def install_from_env() -> bool:
+    """Install the hook; record the units a page runs when ``$ENSDIV_TRACE_LOG`` is set, and those a spawned
+    process runs when ``$ENSDIV_TRACE_CHILD`` is (once per process)."""
+    install()
+    log = os.environ.get(LOG_ENV)
+    child = os.environ.get(CHILD_ENV)
+    if child and not _STATE["child_log"] and not _STACK:
+        _STATE["child_log"] = child
+        _reset()
+    if not log or _STATE["page_log"]:
+        return bool(_STATE["page_log"])
+    _STATE["page_log"] = log
+    _reset()
+    # the module bodies that ran before: ``ensdiv/__init__`` itself, which installs the hook; and the sources
+    # each imported file was compiled from (a page's stamp is refused when one changed before it was taken)
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and _in_roots(file):
+            _note((os.path.realpath(file), "<module>"))
+    _append(log, "".join(f"{f}\t{_SHA_MARK}{s}\n" for f, s in sorted(_SHAS.items())))
+    return True
+
+
+_SHA_MARK = "<source>:"
+
+
+def _log_source(file: str) -> None:
+    if _STATE["page_log"] and file in _SHAS:
+        _append(_STATE["page_log"], f"{file}\t{_SHA_MARK}{_SHAS[file]}\n")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -251,30 +632,31 @@ def absolute(file: str) -> str:
 
 #: Package files whose code cannot change the value of a cache entry (storing it, recording it, reporting
 #: progress, locating folders, raising errors, the book's build): left out of entry records, so editing them
-#: recomputes nothing. Pages still re-run when such code they ran changes.
+#: recomputes nothing, and out of what makes a dry run stale (every smoke page runs them in ``make test``).
 NEUTRAL = ("ensdiv/store.py", "ensdiv/tracing.py", "ensdiv/progress.py", "ensdiv/environment.py", "ensdiv/reads.py",
            "ensdiv/paths.py", "ensdiv/errors.py", "ensdiv/bundles.py", "ensdiv/book/")
 
 
 def entry_record(units: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """``{"<file relative to the package's parent>::<qualname>": hash}`` of units, for a cache entry (the
-    :data:`NEUTRAL` files left out)."""
+    """``{"<file relative to the package's parent>::<qualname>": hash}`` of units as the running process compiled
+    them, for a cache entry (the :data:`NEUTRAL` files left out)."""
     pairs = {}
     for f, q in units:
         rel = relative(f)
         if not rel.startswith(NEUTRAL):
             pairs[(absolute(rel), q)] = f"{rel}::{q}"
-    hashes = current_hashes(list(pairs))
+    hashes = current_hashes(list(pairs), running=True)
     return {pairs[u]: hashes[u] for u in sorted(pairs, key=pairs.get)}
 
 
 def changed_unit(record: dict[str, str]) -> str | None:
-    """The first unit of an entry record whose source hashes otherwise now (``"<file>::<qualname>"``), or None."""
+    """The first unit of an entry record that hashes otherwise in the running code (``"<file>::<qualname>"``),
+    or None."""
     pairs = {}
     for key in record:
         file, _, qualname = key.partition("::")
         pairs[key] = (absolute(file), qualname)
-    now = current_hashes(list(pairs.values()))
+    now = current_hashes(list(pairs.values()), running=True)
     for key in sorted(record):
         if now[pairs[key]] != record[key]:
             return key
@@ -298,7 +680,34 @@ def read_log(log: Path) -> list[tuple[str, str]]:
         lines = log.read_text(encoding="utf-8").splitlines()
     except OSError:
         return []
-    return sorted({unit_of(*line.split("\t", 1)) for line in lines if "\t" in line})
+    return sorted({unit_of(*line.split("\t", 1)) for line in lines
+                   if "\t" in line and not line.split("\t", 1)[1].startswith(_SHA_MARK)})
+
+
+def source_shas(log: Path) -> dict[str, str]:
+    """``{file: sha256}`` of the sources a page's kernel compiled, from its log (``{}`` for a missing log)."""
+    try:
+        lines = Path(log).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    found = {}
+    for line in lines:
+        file, _, rest = line.partition("\t")
+        if rest.startswith(_SHA_MARK):
+            found[file] = rest[len(_SHA_MARK):]
+    return found
+
+
+def edited_while_running(log: Path) -> str | None:
+    """The first file a page's kernel compiled whose source on disk differs now (relative), or None."""
+    for file, sha in sorted(source_shas(log).items()):
+        try:
+            now = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+        except OSError:
+            now = "missing"
+        if now != sha:
+            return relative(file)
+    return None
 
 
 def unit_of(file: str, qualname: str) -> tuple[str, str]:
@@ -488,15 +897,19 @@ def _module_file(dotted: str) -> str | None:
 class _Hasher:
     """Unit hashes of one pass over the sources (each file parsed once)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, running: bool = False) -> None:
         self.modules: dict[str, _Module | None] = {}
         self.touched: set[str] = set()  # the files the current unit's hash read
+        self.running = running  # sources as the running process compiled them, and the classes a unit names
 
     def module(self, file: str) -> _Module | None:
         self.touched.add(file)
         if file not in self.modules:
             try:
-                tree = strip_docstrings(ast.parse(Path(file).read_text(encoding="utf-8")))
+                text = running_source(file) if self.running else None
+                if text is None:
+                    text = Path(file).read_text(encoding="utf-8")
+                tree = strip_docstrings(ast.parse(text))
                 self.modules[file] = _Module(file, tree)
             except (OSError, SyntaxError, ValueError):
                 self.modules[file] = None
@@ -523,6 +936,8 @@ class _Hasher:
                         out.append(f"{relative(f)}:{n}={ast.dump(mod.defined[n])}")
                     elif (f, n) not in seen:
                         todo.append((f, n))
+            if self.running and isinstance(mod.defined.get(name), ast.ClassDef):  # a class it names: its fields
+                out.append(f"{relative(f)}:{name}={ast.dump(_outline(mod.defined[name]))}")
             if name in mod.imported:
                 target, inner = mod.imported[name]
                 if inner is not None:
@@ -592,6 +1007,7 @@ def code_hashes(units: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 _HASHES: dict[tuple[str, str], tuple[tuple, str]] = {}  # unit -> (the stats of the files it read, hash)
 _DEPS: dict[tuple[str, str], tuple[str, ...]] = {}
+_RUNNING: dict[tuple[str, str], tuple[dict[str, str], str]] = {}  # unit -> ({file it read: sha}, hash as running)
 
 
 def _stat(file: str) -> tuple[int, int]:
@@ -602,9 +1018,14 @@ def _stat(file: str) -> tuple[int, int]:
     return (st.st_mtime_ns, st.st_size)
 
 
-def current_hashes(units: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """The hash of each ``(file, qualname)`` as the sources are now, computed once per process while none of
-    the files its hash read changed size or modification time (every page and entry shares most units)."""
+def current_hashes(units: list[tuple[str, str]], *, running: bool = False) -> dict[tuple[str, str], str]:
+    """The hash of each ``(file, qualname)`` as the sources are now on disk, computed once per process while none
+    of the files its hash read changed size or modification time (every page and entry shares most units).
+
+    ``running=True``: as the running process compiled them (a file it did not import is read from disk once),
+    the outlines of the classes a unit names included: the hashes of a cache entry's record."""
+    if running:
+        return _running_hashes(units)
     out: dict[tuple[str, str], str] = {}
     stats: dict[str, tuple[int, int]] = {}
 
@@ -629,6 +1050,24 @@ def current_hashes(units: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         files = tuple(sorted(hasher.touched | {unit[0]}))
         _DEPS[unit] = files
         _HASHES[unit] = (tuple(stat(f) for f in files), value)
+        out[unit] = value
+    return out
+
+
+def _running_hashes(units: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    out: dict[tuple[str, str], str] = {}
+    hasher: _Hasher | None = None
+    for unit in units:
+        cached = _RUNNING.get(unit)
+        if cached is not None and all(_SHAS.get(f) == sha for f, sha in cached[0].items()):
+            out[unit] = cached[1]
+            continue
+        hasher = _Hasher(running=True) if hasher is None or cached is not None else hasher
+        hasher.touched = set()
+        value = hasher.unit(*unit)
+        files = hasher.touched | {unit[0]}
+        if all(f in _SHAS for f in files):  # one read from disk: asked again next time (it may be imported then)
+            _RUNNING[unit] = ({f: _SHAS[f] for f in files}, value)
         out[unit] = value
     return out
 

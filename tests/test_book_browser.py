@@ -78,6 +78,7 @@ def book(tmp_path_factory):
     mp.undo()
 
 
+@pytest.mark.kernel  # the small book's fixture runs its pages in kernels
 def test_landing_page_shows_verdicts_thumbnail_and_failed_pages(book):
     html_dir, records = book
     landing = (html_dir / "book" / "sed.html").read_text()
@@ -90,6 +91,7 @@ def test_landing_page_shows_verdicts_thumbnail_and_failed_pages(book):
     assert "broken" in claims and "does not hold" in claims
 
 
+@pytest.mark.kernel  # the small book's fixture runs its pages in kernels
 def test_math_is_served_from_the_site_when_a_local_copy_exists(book):
     html_dir, _ = book
     page = (html_dir / PAGE).with_suffix(".html").read_text()
@@ -102,6 +104,7 @@ def test_math_is_served_from_the_site_when_a_local_copy_exists(book):
         assert (html_dir / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
 
 
+@pytest.mark.kernel  # the small book's fixture runs its pages in kernels
 def test_pages_in_a_headless_browser(book):
     html_dir, records = book
     driver = book_view.browser()
@@ -131,6 +134,7 @@ def test_pages_in_a_headless_browser(book):
         driver.quit()
 
 
+@pytest.mark.kernel  # the small book's fixture runs its pages in kernels
 def test_the_reader_view_check_can_fail(book, tmp_path):
     """The check finds what it looks for: a page with a code line and a printed line wider than the column, a
     package path and a raw cell warning in an output and no verdict box fails on each (the same page passes

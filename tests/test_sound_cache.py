@@ -176,12 +176,15 @@ def test_an_entry_records_what_its_computation_ran_and_a_load_checks_it(tmp_path
 
     base, derived = record("base", {"a": 1}), record("derived", {"b": 1})
     names = {k.split("::")[1] for k in base}
-    assert names == {"compute", "helper"}
-    assert {k.split("::")[1] for k in derived} == {"compute", "helper", "derived"}
+    assert names == {"compute", "helper", "<module>"}  # the module's effect statements: none here
+    assert {k.split("::")[1] for k in derived} == {"compute", "helper", "derived", "<module>"}
     assert store.stale_reason("derived", {"b": 1}) is None
     (pkg / "__init__.py").write_text(body.replace("return 0", "return 5"))  # a function neither ran
+    importlib.reload(lab)
     assert store.stale_reason("base", {"a": 1}) is None
     (pkg / "__init__.py").write_text(body.replace("SCALE = 2", "SCALE = 4"))  # a constant compute reads
+    assert store.stale_reason("base", {"a": 1}) is None  # the code this process runs has not changed ...
+    importlib.reload(lab)  # ... until it imports the edit
     assert store.stale_reason("base", {"a": 1}).endswith("::compute changed")
     assert store.stale_reason("derived", {"b": 1}).endswith("::compute changed")
     assert store.load("derived", {"b": 1}) is None  # a stale entry is a miss

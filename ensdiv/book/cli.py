@@ -9,6 +9,7 @@ others have run.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -28,7 +29,7 @@ from ensdiv.config import check_scale
 from ensdiv.data import list_datasets
 from ensdiv.errors import EnsdivError
 from ensdiv.paths import project_root
-from ensdiv.store import collect_temporary, default_store
+from ensdiv.store import RECOMPUTE_ENV, collect_temporary, default_store
 
 __all__ = ["main"]
 
@@ -59,8 +60,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             results = run_notebooks(notebooks, scale="paper", params=_params(args.param), force=True,
                                     out_root=root / "executed")
     else:
-        results = run_notebooks(notebooks, scale=args.scale or "cpu", params=_params(args.param), force=args.force,
-                                jobs=args.jobs)
+        if args.recompute:  # the kernels inherit it: each load of theirs is a miss (ensdiv.store.RECOMPUTE_ENV)
+            os.environ[RECOMPUTE_ENV] = "1"
+        results = run_notebooks(notebooks, scale=args.scale or "cpu", params=_params(args.param),
+                                force=args.force or args.recompute, jobs=args.jobs)
     print(summary(results))
     return 1 if any(r.status == "failed" for r in results) else 0
 
@@ -175,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
                      help="a notebook parameter, e.g. -p data_root /data (repeatable)")
     run.add_argument("--force", action="store_true", help="re-run even if source and parameters did not change")
+    run.add_argument("--recompute", action="store_true",
+                     help="re-run and recompute every cache entry the pages load (each once per page), overwriting "
+                          "it; --force alone re-runs the pages and serves their entries from the cache")
     run.add_argument("--jobs", type=int, default=1, metavar="N",
                      help="pages run at once, each with cores/N threads (default 1)")
     run.add_argument("--list", action="store_true", help="list the notebooks of the book and exit")

@@ -10,7 +10,9 @@ one entry of a ledger committed with the code (``tests/dry_runs.json``):
   every entry current); ``versions``: the installed versions of :data:`~ensdiv.book.stamps.DEPENDENCIES`, only to
   name the package that changed; ``book_data``: the hash of ``book/data``; ``harness``: the hash of the
   fake-data generator (:mod:`ensdiv.data.paper.fake`, run outside the page, so not traced);
-- ``ran``: every unit of package code the dry run executed, by file relative to the project root, and ``code``: one
+- ``ran``: every unit of package code the dry run executed outside the build layer (:data:`ensdiv.tracing.NEUTRAL`:
+  every smoke page of ``make test`` runs that code; entries recorded before 2026-12 list it, and it keeps its
+  recorded hash), by file relative to the project root, and ``code``: one
   hash over their sources without docstrings and comments (:func:`ensdiv.tracing.code_hashes`). The ledger's
   top-level ``units`` holds each unit's hash as last recorded, only to name the unit that changed;
 - ``cache``: the dry cache entries it loaded or saved (what it shows; ``ran`` already holds the units of every
@@ -89,7 +91,7 @@ def dry_entry(executed: Path, notebook: Path, *, seconds: float, root: Path | No
         path = Path(file).resolve()
         if path.is_relative_to(root):
             ran.setdefault(path.relative_to(root).as_posix(), []).append(qualname)
-    ran = {f: sorted(set(q)) for f, q in sorted(ran.items())}
+    ran = {f: sorted(set(q)) for f, q in sorted(ran.items()) if not f.startswith(tracing.NEUTRAL)}
     return {"when": _dt.date.today().isoformat(), "seconds": round(float(seconds), 1),
             "source": sha(Path(notebook).read_bytes()), **_environment(root), "versions": versions(),
             "code": _code_hash(ran, root),
@@ -101,11 +103,15 @@ def _pairs(ran: dict[str, list[str]], root: Path) -> dict[str, tuple[str, str]]:
     return {f"{file}::{q}": (str(root / file), q) for file, names in ran.items() for q in names}
 
 
-def _unit_hashes(ran: dict[str, list[str]], root: Path) -> dict[str, str]:
-    """Each unit's hash now, by its relative key."""
+def _unit_hashes(ran: dict[str, list[str]], root: Path, recorded: dict[str, str] | None = None) -> dict[str, str]:
+    """Each unit's hash now, by its relative key; a unit of the build layer (:data:`ensdiv.tracing.NEUTRAL`: the
+    store, the recorder, the book's runner) keeps its ``recorded`` hash: every smoke page of ``make test`` runs that
+    code, and a dry run checks the paper path, so an edit there makes no dry run stale."""
+    recorded = recorded or {}
     pairs = _pairs(ran, root)
-    now = tracing.current_hashes(list(pairs.values()))
-    return {key: now[pair] for key, pair in pairs.items()}
+    now = tracing.current_hashes([p for k, p in pairs.items() if not (k.startswith(tracing.NEUTRAL) and k in recorded)])
+    return {key: recorded[key] if key.startswith(tracing.NEUTRAL) and key in recorded else now[pair]
+            for key, pair in pairs.items()}
 
 
 def _code_hash(ran: dict[str, list[str]], root: Path) -> str:
@@ -133,7 +139,7 @@ def _own_change(entry: dict[str, Any], notebook: Path | None, root: Path, env: d
     ran = entry.get("ran")
     if not isinstance(ran, dict) or not ran or not all(isinstance(v, list) for v in ran.values()):
         return "its record lists no code"
-    now = _unit_hashes(ran, root)
+    now = _unit_hashes(ran, root, recorded)
     if tracing.combined(now) == entry.get("code"):
         return None
     for key, value in sorted(now.items()):  # name a unit that differs from its last recorded hash, if one does

@@ -661,7 +661,10 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
                                       "measurements only is listed in ensdiv.book.run.NO_CLAIM_PAGES).")
                 for record in records:
                     record["notebook"] = rel  # the page it belongs to, whatever the kernel's environment said
-                code = page_units(tracing.read_log(trace_log), source) if trace else None
+                edited = tracing.edited_while_running(trace_log) if trace else None
+                if edited:  # its record would name code it did not run: no record, so the next run runs it again
+                    print(f"  [note]   {rel}: {edited} was edited while the page ran; it will run again", flush=True)
+                code = page_units(tracing.read_log(trace_log), source) if trace and not edited else None
                 finish(tmp, out, "ok", stamp, claims=records, read=reads.compact(reads.read_log(log)), source=nb,
                         code=code, cache=reads.read_log(store_log), seconds=time.perf_counter() - t0)
                 return NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=params)

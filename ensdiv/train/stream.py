@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, Subset
 
-from ensdiv import losses
+from ensdiv import losses, tracing
 from ensdiv.data.paper.common import loader_workers
 from ensdiv.data.paper.imagenet import imagenet_wnids
 from ensdiv.data.paper.stream import (
@@ -83,9 +83,11 @@ def stream_backbone(recipe: Recipe) -> tuple[nn.Module, dict[str, Any]]:
     cfg = model_cache_config(recipe, trained=False)  # used as built: its set's files do not key it
     memo = config_key(cfg)
     if memo not in _BACKBONES:
-        model = create_model(recipe.model.name, num_classes=1000, in_chans=3, img_size=224, pretrained=True,
-                             **recipe.model.kwargs)
-        model.eval().requires_grad_(False)
+        with tracing.recording() as built:  # the code that builds it, for each computation it is handed to
+            model = create_model(recipe.model.name, num_classes=1000, in_chans=3, img_size=224, pretrained=True,
+                                 **recipe.model.kwargs)
+            model.eval().requires_grad_(False)
+        tracing.attach(model, built)
         file = Path(getattr(model, "ensdiv_weights", ""))
         weights = {"file": file.name, "bytes": file.stat().st_size if file.is_file() else 0}
         _BACKBONES[memo] = (model, {"model": cfg, "weights": weights})
@@ -158,6 +160,7 @@ def stream_features(backbone: nn.Module, backbone_key: dict[str, Any], name: str
     out = store.load(kind, key)
     if out is not None:
         return out
+    tracing.note_units(tracing.built_by(backbone))  # built before this miss: its code is in the record too
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     t0, parts = time.perf_counter(), []
     bounds = [(a, min(a + shard_size, len(idx))) for a in range(0, len(idx), shard_size)]
