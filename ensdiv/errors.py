@@ -58,4 +58,5 @@ def unknown_name(kind: str, name: str, valid: Iterable[str]) -> UnknownNameError
     close = difflib.get_close_matches(str(name), valid, n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     shown = ", ".join(valid[:40]) + (f", ... ({len(valid)} in all)" if len(valid) > 40 else "")
-    return UnknownNameError(f"Unknown {kind} {name!r}.{hint} Valid {kind}s: {shown}.")
+    plural = f"{kind[:-1]}ies" if kind.endswith("y") and kind[-2:-1] not in "aeiou" else f"{kind}s"
+    return UnknownNameError(f"Unknown {kind} {name!r}.{hint} Valid {plural}: {shown}.")

@@ -286,8 +286,8 @@ class Store:
                 tracing.note_units(tracing.record_units(obj["code"]["units"]))
                 _note_access(self, final)
                 return obj["payload"]
-            line(f"{kind} {key[:10]}: recomputed, {why}")
-            if compute:
+            if compute:  # said once: the look after the lock is taken (compute=False) says nothing again
+                line(f"{kind} {key[:10]}: recomputed, {why}")
                 tracing.begin(f"{kind}/{key}")
             return None
         if obj is None:

@@ -80,7 +80,7 @@ def test_the_fetch_command(monkeypatch, capsys):
     assert err.startswith("ensdiv: imagenet-r cannot be downloaded") and err.count("\n") == 1
 
 
-def test_item8_fetch_without_network_is_one_sentence(tmp_path, monkeypatch, capsys):
+def test_fetch_without_network_is_one_sentence(tmp_path, monkeypatch, capsys):
     """No network: the hub's offline error, a requests connection error and urllib's URLError each give one
     sentence and exit status 2; a local error (a full disk, a permission) keeps its own message."""
     import urllib.error

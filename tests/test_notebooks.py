@@ -84,7 +84,7 @@ def test_notebook_runs_at_smoke_scale(path, tmp_path, monkeypatch):
     # and opens every page in a browser, so the smoke book is checked without running a notebook twice
     kept = os.environ.get("ENSDIV_TEST_BOOK")
     out_root = Path(kept) / "executed" / "smoke" if kept else tmp_path / "executed"
-    # the records are discarded: no tracer in the kernel (it would pre-import 14 packages for nothing)
+    # the records are discarded: no page log in the kernel
     (res,) = run_notebooks([path], scale="smoke", out_root=out_root, force=True, progress=False, trace=False)
     assert res.status == "ok", res.error
     rel = path.relative_to(project_root()).as_posix()

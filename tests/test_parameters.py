@@ -41,96 +41,96 @@ def _refused(build_env: Path, capsys, name: str, value: str, notebook: str = REL
 
 
 # ---- -p values: plain YAML 1.2 data only, refused through the real CLI entry point ------------------------------
-def test_item1_refuses_binary_tag(build_env, capsys):
+def test_refuses_binary_tag(build_env, capsys):
     assert "has the YAML tag !!binary" in _refused(build_env, capsys, "data_root", "!!binary X19pbXBvcnRfXw==")
 
 
-def test_item1_refuses_set_tag(build_env, capsys):
+def test_refuses_set_tag(build_env, capsys):
     assert "has the YAML tag !!set" in _refused(build_env, capsys, "data_root", "!!set {a, b}")
 
 
-def test_item1_refuses_python_object_tag(build_env, capsys):
+def test_refuses_python_object_tag(build_env, capsys):
     err = _refused(build_env, capsys, "data_root", "!!python/object/apply:os.system ['touch /tmp/x']")
     assert "has the YAML tag !!python/object/apply:os.system" in err
 
 
-def test_item1_refuses_str_tag(build_env, capsys):
+def test_refuses_str_tag(build_env, capsys):
     assert "has the YAML tag !!str" in _refused(build_env, capsys, "data_root", "!!str /data")
 
 
 @pytest.mark.parametrize("value", ["!local /data", "! /data", "!!omap [a: 1]", "!!timestamp 2024-01-01",
                                    "[1, !!int '2']", "{a: !!float '1'}"])
-def test_item1_refuses_every_other_tag(value, build_env, capsys):
+def test_refuses_every_other_tag(value, build_env, capsys):
     assert "has the YAML tag" in _refused(build_env, capsys, "data_root", value)
 
 
-def test_item1_refuses_anchors(build_env, capsys):
+def test_refuses_anchors(build_env, capsys):
     assert "defines the YAML anchor &a" in _refused(build_env, capsys, "data_root", "&a /data")
 
 
-def test_item1_refuses_aliases(build_env, capsys):
+def test_refuses_aliases(build_env, capsys):
     laughs = "[&a [lol, lol], [*a, *a], [*a, *a, *a]]"  # a billion laughs, small
     assert "the YAML anchor &a" in _refused(build_env, capsys, "data_root", laughs)
     with pytest.raises(EnsdivError, match="uses the YAML alias \\*a"):
         parse_value("data_root", "*a")
 
 
-def test_item1_refuses_deep_nesting(build_env, capsys):
+def test_refuses_deep_nesting(build_env, capsys):
     assert "nested deeper than 8 levels" in _refused(build_env, capsys, "data_root", "[" * 5000 + "]" * 5000)
     with pytest.raises(EnsdivError, match="nested deeper than 8 levels"):
         parse_value("data_root", "[" * 10_000)  # unbalanced: refused when the ninth level opens
 
 
-def test_item1_refuses_ten_thousand_levels_by_size(build_env, capsys):
+def test_refuses_ten_thousand_levels_by_size(build_env, capsys):
     assert "20,000 characters long, more than 10,000" in _refused(
         build_env, capsys, "data_root", "[" * 10_000 + "]" * 10_000)
 
 
-def test_item1_refuses_a_huge_value(build_env, capsys):
+def test_refuses_a_huge_value(build_env, capsys):
     assert "more than 10,000" in _refused(build_env, capsys, "data_root", "x" * 10_001)
     many = "[" + ", ".join(["1"] * 1001) + "]"
     assert "more than 1,000 elements" in _refused(build_env, capsys, "data_root", many)
     assert "too large to read" in _refused(build_env, capsys, "data_root", "9" * 5000)
 
 
-def test_item1_refuses_a_list_for_a_field_whose_preset_value_is_none(build_env, capsys):
+def test_refuses_a_list_for_a_field_whose_preset_value_is_none(build_env, capsys):
     err = _refused(build_env, capsys, "data_root", "[1, 2]")
     assert "Parameter 'data_root' of preset 'attack-similarity/fig01_component_importance' must be a string, " \
            "got the list [1, 2]." in err
 
 
-def test_item1_refuses_a_mapping_for_a_field_whose_preset_value_is_none(build_env, capsys):
+def test_refuses_a_mapping_for_a_field_whose_preset_value_is_none(build_env, capsys):
     err = _refused(build_env, capsys, "data_root", "{path: /data}")
     assert "must be a string, got the dict {'path': '/data'}." in err
 
 
-def test_item1_refuses_a_list_with_an_element_of_the_wrong_type(build_env, capsys):
+def test_refuses_a_list_with_an_element_of_the_wrong_type(build_env, capsys):
     err = _refused(build_env, capsys, "seeds", "[0, one]", ALPHA_GAMMA)
     assert "Parameter 'seeds' of preset 'packed-ensembles/fig06_07_alpha_gamma' must be a list of integers " \
            "(like [0]), got the list [0, 'one'] (the element 'one')." in err
     assert "(the element 1.5)" in _refused(build_env, capsys, "seeds", "[0, 1.5]", ALPHA_GAMMA)
 
 
-def test_item1_refuses_a_mapping_with_a_non_string_key(build_env, capsys):
+def test_refuses_a_mapping_with_a_non_string_key(build_env, capsys):
     assert "has the mapping key 1, which is not a string" in _refused(build_env, capsys, "data_root", "{1: a}")
     assert "has the mapping key a list" in _refused(build_env, capsys, "data_root", "{[a]: b}")
     assert "has the mapping key None" in _refused(build_env, capsys, "data_root", "{~: b}")
 
 
-def test_item1_refuses_a_repeated_mapping_key(build_env, capsys):
+def test_refuses_a_repeated_mapping_key(build_env, capsys):
     assert "gives the mapping key 'a' twice" in _refused(build_env, capsys, "data_root", "{a: 1, a: 2}")
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "+.Inf", "[-.INF]", "1e999", "[1, .NaN]"])
-def test_item1_refuses_non_finite_numbers(value, build_env, capsys):
+def test_refuses_non_finite_numbers(value, build_env, capsys):
     assert "which is not finite" in _refused(build_env, capsys, "data_root", value)
 
 
-def test_item1_refuses_more_than_one_document(build_env, capsys):
+def test_refuses_more_than_one_document(build_env, capsys):
     assert "more than one YAML document" in _refused(build_env, capsys, "data_root", "a\n---\nb")
 
 
-def test_item1_reads_plain_yaml_1_2_data():
+def test_reads_plain_yaml_1_2_data():
     assert parse_value("x", "{a: 1, b: [x, 2.5, off], c: null, 'd': '!!str'}") == {
         "a": 1, "b": ["x", 2.5, "off"], "c": None, "d": "!!str"}
     assert parse_value("x", "- 1\n- '2'\n- |\n  text\n") == [1, "2", "text\n"]
@@ -140,7 +140,7 @@ def test_item1_reads_plain_yaml_1_2_data():
     assert parse_value("x", "'" + "a" * 9_998 + "'") == "a" * 9_998
 
 
-def test_item1_recursion_and_memory_errors_are_one_sentence(monkeypatch):
+def test_recursion_and_memory_errors_are_one_sentence(monkeypatch):
     from ensdiv.book import parameters
 
     def boom(text):
@@ -152,7 +152,7 @@ def test_item1_recursion_and_memory_errors_are_one_sentence(monkeypatch):
 
 
 # ---- every preset field has a type, also where its value is None ---------------------------------------------
-def test_item1_every_preset_field_has_a_complete_type():
+def test_every_preset_field_has_a_complete_type():
     """A field whose value says nothing of its type (None, [], {}) is declared in its preset's "types" block."""
     from ensdiv.config import _complete
 
@@ -167,7 +167,7 @@ def test_item1_every_preset_field_has_a_complete_type():
     assert not missing, missing
 
 
-def test_item1_a_preset_without_the_type_of_a_none_field_is_refused():
+def test_a_preset_without_the_type_of_a_none_field_is_refused():
     spec = {"common": {"seed": 0, "root": None, "names": []}}
     with pytest.raises(TypeError, match="gives 'root' the value None .* \"types\": {'root': str}"):
         resolve_preset("demo/x", spec, "cpu", verbose=False)
@@ -207,20 +207,20 @@ SPEC = {
                                    "dict {'a': [[1]]} (the value of 'a')."),
     ],
 )
-def test_item1_preset_fields_refuse_values_of_another_type(override, expect):
+def test_preset_fields_refuse_values_of_another_type(override, expect):
     with pytest.raises(InvalidInputError) as info:
         resolve_preset("demo/x", SPEC, "cpu", verbose=False, **override)
     text = str(info.value)
     assert text.startswith("Parameter '") and text.endswith(expect) and text.count(". ") == 0, text
 
 
-def test_item1_preset_fields_accept_values_of_their_type():
+def test_preset_fields_accept_values_of_their_type():
     cfg = resolve_preset("demo/x", SPEC, "cpu", verbose=False, root="/data", names=["a"], seeds=(2, 3),
                          sets={"val": "b", "ood": "c"}, kw={"channels": [8, 16]}, nested={"c": [{"x": 2}]})
     assert cfg.root == "/data" and cfg.names == ["a"] and cfg.kw == {"channels": [8, 16]}
 
 
-def test_item1_plain_data_is_checked_without_recursion():
+def test_plain_data_is_checked_without_recursion():
     deep: list = []
     for _ in range(100_000):
         deep = [deep]
@@ -247,7 +247,7 @@ def _tiny(params: str = 'scale = "cpu"\nvalue = None') -> nbformat.NotebookNode:
     return nb
 
 
-def test_item1_render_writes_python_literals():
+def test_render_writes_python_literals():
     evil = "a'b\"c\n\"\"\"\\ __import__('os').system('touch /tmp/pwned')"
     assert render({"scale": "smoke", "value": evil, "n": -0.0}) == (
         "# Parameters\nscale = 'smoke'\nvalue = " + repr(evil) + "\nn = -0.0\n")
@@ -260,7 +260,7 @@ def test_item1_render_writes_python_literals():
         render({"lambda": 1})
 
 
-def test_item1_inject_adds_one_cell_after_the_parameters_cell():
+def test_inject_adds_one_cell_after_the_parameters_cell():
     nb = _tiny()
     once = inject(nb, {"scale": "smoke", "value": 1})
     assert [c.metadata.get("tags", []) for c in once.cells] == [[], ["parameters"], ["injected-parameters"], []]
@@ -275,7 +275,7 @@ def test_item1_inject_adds_one_cell_after_the_parameters_cell():
 
 
 @pytest.mark.kernel
-def test_item1_injected_values_arrive_with_their_types_and_run_nothing(tmp_path):
+def test_injected_values_arrive_with_their_types_and_run_nothing(tmp_path):
     import papermill as pm
 
     pwned = tmp_path / "pwned"
@@ -297,7 +297,7 @@ def test_item1_injected_values_arrive_with_their_types_and_run_nothing(tmp_path)
 
 
 @pytest.mark.kernel
-def test_item1_runner_writes_parameters_as_python_literals(tmp_path, monkeypatch):
+def test_runner_writes_parameters_as_python_literals(tmp_path, monkeypatch):
     """The runner hands papermill our injected cell, never the parameters (needs runner.run_notebooks to call
     ``parameters.inject`` and ``execute_notebook(..., parameters=None)``)."""
     monkeypatch.setenv("ENSDIV_BUILD", str(tmp_path / "build"))

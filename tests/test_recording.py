@@ -178,6 +178,11 @@ def test_a_patched_function_or_method_is_not_saved(lab, tmp_path, monkeypatch, c
         assert "::helper was replaced" in capsys.readouterr().out
     assert store.get_or_compute("k", {"a": 1}, mod.compute) == {"v": 3}
     assert store.path("k", config_key({"a": 1})).exists()
+    with monkeypatch.context() as patch:  # a run that patches on purpose and answers for what it saves
+        patch.setattr(mod, "helper", lambda: 5)
+        patch.setenv(tracing.ALLOW_PATCHED_ENV, "1")
+        assert store.get_or_compute("k2", {"a": 1}, mod.compute) == {"v": 6}
+        assert store.path("k2", config_key({"a": 1})).exists()
 
 
 def test_a_class_default_read_without_a_method_call_is_in_the_record(lab, tmp_path):

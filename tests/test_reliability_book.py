@@ -72,7 +72,7 @@ def _tiny_book(folder: Path, pages: dict[str, str]) -> Path:
 # --- item 2: claim records belong to a finished run ------------------------------------------------------------
 
 @pytest.mark.kernel
-def test_item2_a_claim_the_page_no_longer_makes_is_gone(env):
+def test_a_claim_the_page_no_longer_makes_is_gone(env):
     nb = _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1), CLAIM.format(item="Fig. B", x=3))
     out = env / "out"
     assert _run(nb, out).status == "ok"
@@ -85,7 +85,7 @@ def test_item2_a_claim_the_page_no_longer_makes_is_gone(env):
 
 
 @pytest.mark.kernel
-def test_item2_a_failed_page_is_failed_in_every_build_mode(env):
+def test_a_failed_page_is_failed_in_every_build_mode(env):
     """A page that held, then fails: an --html-only build afterwards shows it failed, not its old verdict."""
     book = _tiny_book(env / "book", {"a": CLAIM.format(item="Fig. A", x=1)})
     results, _ = site.build_book(scale="cpu", root=book)
@@ -100,7 +100,7 @@ def test_item2_a_failed_page_is_failed_in_every_build_mode(env):
 
 
 @pytest.mark.kernel
-def test_item2_an_interrupted_run_leaves_the_previous_page_and_records(env, monkeypatch):
+def test_an_interrupted_run_leaves_the_previous_page_and_records(env, monkeypatch):
     """Ctrl-C after the claim cell: the executed copy and its records stay the previous run's, and no
     partial notebook, staging folder or read log is left behind."""
     nb = _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1))
@@ -123,7 +123,7 @@ def test_item2_an_interrupted_run_leaves_the_previous_page_and_records(env, monk
 
 
 @pytest.mark.kernel
-def test_item2_records_from_outside_a_run_or_another_scale_never_reach_the_book(env):
+def test_records_from_outside_a_run_or_another_scale_never_reach_the_book(env):
     nb = _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1))
     out = env / "out"
     assert _run(nb, out).status == "ok"
@@ -145,7 +145,7 @@ def test_item2_records_from_outside_a_run_or_another_scale_never_reach_the_book(
 
 
 @pytest.mark.kernel
-def test_item2_a_malformed_record_is_one_sentence_naming_the_file(env):
+def test_a_malformed_record_is_one_sentence_naming_the_file(env):
     nb = _notebook(env / "a.ipynb", CLAIM.format(item="Fig. A", x=1))
     out = env / "out"
     assert _run(nb, out).status == "ok"
@@ -169,7 +169,7 @@ def test_item2_a_malformed_record_is_one_sentence_naming_the_file(env):
 # --- item 3: reruns that see every file a page read ---------------------------------------------------------------
 
 @pytest.mark.kernel
-def test_item3_a_deep_data_change_reruns_the_page(env, monkeypatch):
+def test_a_deep_data_change_reruns_the_page(env, monkeypatch):
     """A page reads one image four levels below $ENSDIV_DATA (as ImageNet's val/<wnid>/ layout is); the
     page re-runs when that image is overwritten or a file is added beside it, not otherwise."""
     data = env / "data"
@@ -195,7 +195,7 @@ def test_item3_a_deep_data_change_reruns_the_page(env, monkeypatch):
 
 
 @pytest.mark.kernel
-def test_item3_a_page_that_opened_one_file_reruns_for_that_file_not_its_neighbours(env):
+def test_a_page_that_opened_one_file_reruns_for_that_file_not_its_neighbours(env):
     """The zoo opens ``benchmarks/results/zoo_recipes.json`` and lists nothing there: recording a build in
     ``book.json`` beside it leaves the zoo current, while an edit of the recipes file (or its removal) re-runs it.
     (Before files were told apart, the folder was hashed and every ``--record-run`` re-ran the zoo.) The folder
@@ -262,7 +262,7 @@ def _cli(env: Path, book: Path, script: str, *args: str) -> subprocess.Popen:
 
 @pytest.mark.kernel
 @pytest.mark.slow
-def test_item4_sigterm_to_ensdiv_book_ends_jupyter_book(env):
+def test_sigterm_to_ensdiv_book_ends_jupyter_book(env):
     book = _tiny_book(env / "book", {"a": "print(1)"})
     pidfile = env / "jb.pid"
     sleeper = f"import os, time, pathlib; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid())); time.sleep(300)"
@@ -283,7 +283,7 @@ def test_item4_sigterm_to_ensdiv_book_ends_jupyter_book(env):
 
 
 @pytest.mark.slow
-def test_item4_sigterm_to_ensdiv_run_ends_the_kernel_and_leaves_no_partial(env):
+def test_sigterm_to_ensdiv_run_ends_the_kernel_and_leaves_no_partial(env):
     book = env / "book"
     pidfile = env / "kernel.pid"
     nb = _notebook(book / "a.ipynb", f"import os, time, pathlib\npathlib.Path({str(pidfile)!r}).write_text("
@@ -298,7 +298,7 @@ def test_item4_sigterm_to_ensdiv_run_ends_the_kernel_and_leaves_no_partial(env):
     assert sorted(p.name for p in executed.rglob("*") if p.is_file()) == ["a.lock"]
 
 
-def test_item4_one_build_at_a_time_per_build_folder(env):
+def test_one_build_at_a_time_per_build_folder(env):
     with site._build_lock(env / "build"):
         with pytest.raises(EnsdivError, match=f"is building into {env / 'build'}") as err:
             site.build_book(scale="smoke", root=env)
@@ -306,7 +306,7 @@ def test_item4_one_build_at_a_time_per_build_folder(env):
 
 
 @pytest.mark.kernel
-def test_item4_partials_of_dead_runs_are_removed(env):
+def test_partials_of_dead_runs_are_removed(env):
     nb = _notebook(env / "a.ipynb", "print(1)")
     out = env / "out"
     out.mkdir()

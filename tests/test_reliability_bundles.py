@@ -41,7 +41,7 @@ def _tar(path: Path, manifest_entries: list[dict], members: list[tuple[str, byte
     return path
 
 
-def test_item2_an_import_is_recorded_with_its_bundle_scale_and_date(tmp_path):
+def test_an_import_is_recorded_with_its_bundle_scale_and_date(tmp_path):
     bundle, store, rel = _bundle(tmp_path)
     out = bundles.import_bundle(store, bundle)
     digest = hashlib.sha256(bundle.read_bytes()).hexdigest()
@@ -52,7 +52,7 @@ def test_item2_an_import_is_recorded_with_its_bundle_scale_and_date(tmp_path):
     assert len((store.root / bundles.IMPORTS).read_text().splitlines()) == 1
 
 
-def test_item2_a_page_that_used_an_imported_entry_says_so_in_its_verdict_box(tmp_path):
+def test_a_page_that_used_an_imported_entry_says_so_in_its_verdict_box(tmp_path):
     bundle, store, rel = _bundle(tmp_path)
     bundles.import_bundle(store, bundle)
     imported = bundles.imported_entries(store)
@@ -64,7 +64,7 @@ def test_item2_a_page_that_used_an_imported_entry_says_so_in_its_verdict_box(tmp
     assert site._provenance(None, imported) == ""
 
 
-def test_item3_a_truncated_gzip_bundle_is_one_sentence_and_leaves_nothing(tmp_path):
+def test_a_truncated_gzip_bundle_is_one_sentence_and_leaves_nothing(tmp_path):
     bundle, store, _ = _bundle(tmp_path, "b.tar.gz")
     data = bundle.read_bytes()
     bundle.write_bytes(data[: len(data) // 2])
@@ -74,14 +74,14 @@ def test_item3_a_truncated_gzip_bundle_is_one_sentence_and_leaves_nothing(tmp_pa
     assert not list(store.root.rglob("*.pt")) and not list(store.root.rglob("*.tmp"))
 
 
-def test_item3_a_gzip_stream_that_is_not_a_tar_is_one_sentence(tmp_path):
+def test_a_gzip_stream_that_is_not_a_tar_is_one_sentence(tmp_path):
     bad = tmp_path / "x.tar.gz"
     bad.write_bytes(gzip.compress(b"not a tar archive at all" * 100))
     with pytest.raises(EnsdivError, match="not a cache bundle"):
         bundles.import_bundle(Store(tmp_path / "dest"), bad)
 
 
-def test_item3_a_failed_download_is_one_sentence_and_leaves_no_file(tmp_path, monkeypatch):
+def test_a_failed_download_is_one_sentence_and_leaves_no_file(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     for url in ("http://127.0.0.1:9/bundle.tar", "http://nonexistent.invalid/bundle.tar"):
@@ -92,7 +92,7 @@ def test_item3_a_failed_download_is_one_sentence_and_leaves_no_file(tmp_path, mo
     assert bundles.DOWNLOAD_TIMEOUT == 60
 
 
-def test_item3_a_member_larger_than_its_manifest_says_is_refused_before_it_is_read(tmp_path, monkeypatch):
+def test_a_member_larger_than_its_manifest_says_is_refused_before_it_is_read(tmp_path, monkeypatch):
     _, store, rel = _bundle(tmp_path)
     raw = (tmp_path / "src" / rel).read_bytes()
     big = raw + b"\0" * 4096
@@ -107,7 +107,7 @@ def test_item3_a_member_larger_than_its_manifest_says_is_refused_before_it_is_re
     assert read == ["manifest.json"]  # the member itself was never read
 
 
-def test_item3_a_member_under_another_keys_folder_is_refused(tmp_path):
+def test_a_member_under_another_keys_folder_is_refused(tmp_path):
     _, store, rel = _bundle(tmp_path)
     raw = (tmp_path / "src" / rel).read_bytes()
     key = Path(rel).stem
@@ -119,7 +119,7 @@ def test_item3_a_member_under_another_keys_folder_is_refused(tmp_path):
     assert not list(store.root.rglob("*.pt"))
 
 
-def test_item3_imported_entries_get_the_permissions_of_any_new_file(tmp_path, monkeypatch):
+def test_imported_entries_get_the_permissions_of_any_new_file(tmp_path, monkeypatch):
     from ensdiv import store as store_module
 
     bundle, store, rel = _bundle(tmp_path)

@@ -74,7 +74,7 @@ def _truncated(path):
     pytest.param(lambda p: p.write_bytes(b""), r"is empty \(0 bytes\)", id="zero-bytes"),
     pytest.param(lambda p: p.write_text("this is a text file, not a JPEG\n"), "is not an image file", id="text"),
 ])
-def test_item6_unreadable_image_is_one_sentence_naming_the_file(val_with, write_bad, why):
+def test_unreadable_image_is_one_sentence_naming_the_file(val_with, write_bad, why):
     assert not ImageFile.LOAD_TRUNCATED_IMAGES  # PIL's default, which the loaders leave alone
     ds, bad = val_with(write_bad)
     with pytest.raises(CorruptDataError, match=f"^The ImageNet val file {bad} {why}.*; delete it and get a good copy "
@@ -83,7 +83,7 @@ def test_item6_unreadable_image_is_one_sentence_naming_the_file(val_with, write_
     assert "\n" not in str(err.value) and isinstance(err.value, DataNotFoundError)
 
 
-def test_item6_oversized_image_is_refused_before_decoding(val_with, monkeypatch):
+def test_oversized_image_is_refused_before_decoding(val_with, monkeypatch):
     assert common.MAX_IMAGE_PIXELS == 50_000_000
     ds, bad = val_with(lambda p: p.write_bytes(_png_header(8000, 7500)))  # 60 MP, below PIL's own warning
     assert bad.stat().st_size < 200  # a header claiming 60 MP
@@ -104,7 +104,7 @@ def test_item6_oversized_image_is_refused_before_decoding(val_with, monkeypatch)
     assert Image.MAX_IMAGE_PIXELS == 89_478_485  # PIL's setting is not changed
 
 
-def test_item6_pixel_limit_is_read_when_an_image_is_opened(val_with, monkeypatch):
+def test_pixel_limit_is_read_when_an_image_is_opened(val_with, monkeypatch):
     ds, bad = val_with(lambda p: _jpg(p, size=(40, 30)))
     monkeypatch.setattr(common, "MAX_IMAGE_PIXELS", 1200)
     assert ds[1][0].shape == (30, 40, 3)  # exactly at the limit
@@ -113,7 +113,7 @@ def test_item6_pixel_limit_is_read_when_an_image_is_opened(val_with, monkeypatch
         ds[1]
 
 
-def test_item6_full_imagenet_val_layout_loads(tmp_path):
+def test_full_imagenet_val_layout_loads(tmp_path):
     _full_val(tmp_path)
     ds = ps.imagenet_val(tmp_path, transform=lambda im: im.size)
     assert len(ds) == 1000 and ds.targets == list(range(1000)) and ds.classes == WNIDS
@@ -121,7 +121,7 @@ def test_item6_full_imagenet_val_layout_loads(tmp_path):
     assert ps.imagenet_wnids(tmp_path) == WNIDS
 
 
-def test_item6_class_folder_that_is_a_file_is_refused(tmp_path):
+def test_class_folder_that_is_a_file_is_refused(tmp_path):
     val = _full_val(tmp_path, skip=[WNIDS[7]])
     (val / WNIDS[7]).write_bytes(b"\xff\xd8\xff")
     with pytest.raises(DataNotFoundError, match=f"ImageNet val at {val} has files where class folders belong "
@@ -129,7 +129,7 @@ def test_item6_class_folder_that_is_a_file_is_refused(tmp_path):
         ps.imagenet_val(tmp_path)
 
 
-def test_item8_class_folder_linked_out_of_the_set_is_refused_but_a_linked_set_folder_loads(tmp_path):
+def test_class_folder_linked_out_of_the_set_is_refused_but_a_linked_set_folder_loads(tmp_path):
     """A class folder that is a symlink to another tree (``val/n01531178 -> /usr``) would be read as images of
     that class: one sentence naming it. Linking the whole set folder (the usual way to keep data on another disk)
     is fine."""
@@ -146,7 +146,7 @@ def test_item8_class_folder_linked_out_of_the_set_is_refused_but_a_linked_set_fo
     assert len(ps.imagenet_val(tmp_path / "linked", transform=lambda im: im.size)) == 1000
 
 
-def test_item6_missing_classes_are_refused(tmp_path):
+def test_missing_classes_are_refused(tmp_path):
     val = _full_val(tmp_path, skip=WNIDS[2:])  # 998 of the 1000 classes missing
     how = f"or declare a deliberate class subset by listing its classes in {val / SUBSET_FILE}"
     with pytest.raises(DataNotFoundError, match=f"ImageNet val at {val} lacks 998 of the 1000 class folders "
@@ -159,7 +159,7 @@ def test_item6_missing_classes_are_refused(tmp_path):
         ps.imagenet_val(tmp_path)
 
 
-def test_item6_missing_classes_of_other_sets_are_refused(tmp_path):
+def test_missing_classes_of_other_sets_are_refused(tmp_path):
     for w in R_WNIDS[:3]:
         _jpg(tmp_path / "imagenet-r" / w / "x.jpg")
     with pytest.raises(DataNotFoundError, match="ImageNet-R at .* lacks 197 of the 200 class folders"):
@@ -178,7 +178,7 @@ def test_item6_missing_classes_of_other_sets_are_refused(tmp_path):
         ps.imagenet_c(tmp_path / "imagenet-c", "fog", 2)
 
 
-def test_item6_class_folder_without_images_is_refused(tmp_path):
+def test_class_folder_without_images_is_refused(tmp_path):
     val = _full_val(tmp_path)
     for f in (val / WNIDS[500]).iterdir():
         f.unlink()
@@ -188,7 +188,7 @@ def test_item6_class_folder_without_images_is_refused(tmp_path):
         ps.imagenet_val(tmp_path)
 
 
-def test_item6_unknown_and_undeclared_folders_are_refused(tmp_path):
+def test_unknown_and_undeclared_folders_are_refused(tmp_path):
     val = _full_val(tmp_path)
     (val / "n99999999").mkdir()
     with pytest.raises(EnsdivError, match=r"not ImageNet val wnids \(n99999999\)"):
@@ -203,7 +203,7 @@ def test_item6_unknown_and_undeclared_folders_are_refused(tmp_path):
         ps.imagenet_val(tmp_path)
 
 
-def test_item6_declared_subset_is_accepted_and_checked(tmp_path, monkeypatch):
+def test_declared_subset_is_accepted_and_checked(tmp_path, monkeypatch):
     val = _full_val(tmp_path, skip=WNIDS[3:])
     declare_class_subset(val, WNIDS[:4])  # declares one class that is not there
     with pytest.raises(DataNotFoundError, match=rf"lacks 1 of the 4 class folders listed in its class subset file "
@@ -221,7 +221,7 @@ def test_item6_declared_subset_is_accepted_and_checked(tmp_path, monkeypatch):
         pt._imagenet_val_subset.cache_clear()
 
 
-def test_item6_imagenet_o_checks_wnid_folders_and_files(tmp_path):
+def test_imagenet_o_checks_wnid_folders_and_files(tmp_path):
     _jpg(tmp_path / "imagenet-o" / WNIDS[4] / "x.jpg")
     assert ps.imagenet_o(tmp_path).targets == [-1]  # its 200 classes are not listed anywhere: any wnids
     (tmp_path / "imagenet-o" / WNIDS[5]).write_text("")

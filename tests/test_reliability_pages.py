@@ -45,7 +45,7 @@ def test_unfinished_reads_a_systemexit_and_a_cell_that_never_ran():
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("stop", ["raise SystemExit(0)", "import sys\nsys.exit(0)"])
-def test_item1_a_page_that_exits_early_is_failed(env, stop):
+def test_a_page_that_exits_early_is_failed(env, stop):
     nb = _notebook(env / "a.ipynb", stop, CLAIM)
     (res,) = _run([nb], env)
     assert res.status == "failed" and res.error.startswith("The run did not finish: cell ")
@@ -53,7 +53,7 @@ def test_item1_a_page_that_exits_early_is_failed(env, stop):
 
 
 @pytest.mark.kernel
-def test_item1_a_book_page_without_a_claim_is_failed_unless_declared(env):
+def test_a_book_page_without_a_claim_is_failed_unless_declared(env):
     silent = _notebook(env / "notebooks" / "x" / "silent.ipynb", "print(1)")
     declared = _notebook(env / "notebooks" / "foundations" / "benchmarks.ipynb", "print(1)")
     outside = _notebook(env / "elsewhere" / "scratch.ipynb", "print(1)")  # not a page of the book
@@ -66,7 +66,7 @@ def test_item1_a_book_page_without_a_claim_is_failed_unless_declared(env):
 
 # --- item 4: one bad page or a full disk never takes the book down ---------------------------------------------
 
-def test_item4_an_unreadable_executed_copy_is_a_failed_page_named_in_one_sentence(env):
+def test_an_unreadable_executed_copy_is_a_failed_page_named_in_one_sentence(env):
     copy = env / "build" / "executed" / "cpu" / "p.ipynb"
     copy.parent.mkdir(parents=True)
     for garbage in ("{not json", "[1, 2]", '{"metadata": "x"}'):
@@ -76,7 +76,7 @@ def test_item4_an_unreadable_executed_copy_is_a_failed_page_named_in_one_sentenc
 
 
 @pytest.mark.kernel
-def test_item4_a_full_build_folder_fails_the_page_and_the_next_page_still_runs(env, monkeypatch):
+def test_a_full_build_folder_fails_the_page_and_the_next_page_still_runs(env, monkeypatch):
     """Writing the executed copy fails with ENOSPC, every time (the failure handler's write too): each page is
     failed in one sentence naming the folder, and the run goes on to the next page."""
     def full(*args, **kwargs):
@@ -104,13 +104,13 @@ def _copy(path: Path, *, status: str = "ok", scale: str = "cpu", stamp: dict | N
     return path
 
 
-def test_item5_a_copy_with_records_of_another_scale_is_a_failed_page(env):
+def test_a_copy_with_records_of_another_scale_is_a_failed_page(env):
     copy = _copy(env / "build" / "executed" / "cpu" / "p.ipynb", scale="smoke")
     page = stamps.page_run(copy, "p.ipynb", scale="cpu")
     assert page.status == "failed" and "another scale than cpu" in page.error
 
 
-def test_item5_html_only_names_failed_and_stale_pages_and_exits_1(env, monkeypatch, capsys):
+def test_html_only_names_failed_and_stale_pages_and_exits_1(env, monkeypatch, capsys):
     (env / "notebooks").mkdir()
     good, old = _notebook(env / "notebooks" / "good.ipynb", CLAIM), _notebook(env / "notebooks" / "old.ipynb", CLAIM)
     _notebook(env / "notebooks" / "bad.ipynb", CLAIM)
@@ -133,7 +133,7 @@ def test_item5_html_only_names_failed_and_stale_pages_and_exits_1(env, monkeypat
 
 # --- item 7: every re-run says why ---------------------------------------------------------------------------
 
-def test_item7_a_rerun_names_what_changed(env, monkeypatch):
+def test_a_rerun_names_what_changed(env, monkeypatch):
     """The notebook, the parameters, the environment (naming the package that moved) and one unit of code, each
     in a few words; a current copy has no reason."""
     pkg = env / "src" / "rpkg"
@@ -163,7 +163,7 @@ def test_item7_a_rerun_names_what_changed(env, monkeypatch):
 
 
 @pytest.mark.kernel
-def test_item7_the_run_line_says_why(env, capsys):
+def test_the_run_line_says_why(env, capsys):
     nb = _notebook(env / "p.ipynb", "print(1)")
     runner.run_notebooks([nb], scale="cpu", out_root=env / "out", root=env)
     assert "[run]    p.ipynb (scale=cpu): no executed copy yet ..." in capsys.readouterr().out
@@ -211,7 +211,7 @@ def test_reads_signature_of_a_file_follows_the_file_and_not_its_neighbours(tmp_p
     assert not stamps.reads_unchanged(nb)
 
 
-def test_item5_the_benchmarks_results_are_a_followed_read_root():
+def test_the_benchmarks_results_are_a_followed_read_root():
     """The benchmarks page reads benchmarks/results/*.json: that folder is among the roots whose reads re-run a
     page, so `make bench && make book` shows the new numbers."""
     from ensdiv.paths import project_root
@@ -226,7 +226,7 @@ def _cli(args: list[str], capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err.strip()
 
 
-def test_item8_run_refuses_a_folder_another_file_and_a_broken_notebook_in_one_sentence(env, capsys):
+def test_run_refuses_a_folder_another_file_and_a_broken_notebook_in_one_sentence(env, capsys):
     (env / "chapter").mkdir()
     readme = env / "README.md"
     readme.write_text("# not a notebook")
@@ -238,7 +238,7 @@ def test_item8_run_refuses_a_folder_another_file_and_a_broken_notebook_in_one_se
         assert code == 2 and said in err and "\n" not in err
 
 
-def test_item8_a_dry_run_checks_its_paths_before_writing_fake_data(env, capsys, monkeypatch):
+def test_a_dry_run_checks_its_paths_before_writing_fake_data(env, capsys, monkeypatch):
     def no_fake_data(*args, **kwargs):
         raise AssertionError("fake data written before the paths were checked")
 
@@ -247,7 +247,7 @@ def test_item8_a_dry_run_checks_its_paths_before_writing_fake_data(env, capsys, 
     assert code == 2 and "is not a notebook" in err
 
 
-def test_item8_cache_export_to_a_folder_a_tgz_or_an_unknown_scale_is_one_sentence(env, capsys):
+def test_cache_export_to_a_folder_a_tgz_or_an_unknown_scale_is_one_sentence(env, capsys):
     (env / "folder").mkdir()
     for args, said in ((["--scale", "cpu", str(env / "folder")], "is a folder"),
                        (["--scale", "cpu", str(env / "b.tgz")], "Name the bundle b.tar.gz"),
@@ -257,7 +257,7 @@ def test_item8_cache_export_to_a_folder_a_tgz_or_an_unknown_scale_is_one_sentenc
     assert not (env / "b.tgz").exists()
 
 
-def test_item8_zoo_only_without_names_is_refused(env, capsys, monkeypatch):
+def test_zoo_only_without_names_is_refused(env, capsys, monkeypatch):
     from ensdiv.chapters import zoo
 
     monkeypatch.setattr(zoo, "zoo_build", lambda *a, **k: pytest.fail("the whole zoo would have trained"))
@@ -265,7 +265,7 @@ def test_item8_zoo_only_without_names_is_refused(env, capsys, monkeypatch):
     assert code == 2 and "--only needs at least one recipe name" in err
 
 
-def test_item6_zoo_build_runs_under_the_signal_guard(env, capsys, monkeypatch):
+def test_zoo_build_runs_under_the_signal_guard(env, capsys, monkeypatch):
     """SIGTERM/SIGHUP to `ensdiv zoo build` end its training workers (the guard `run` and `book` have)."""
     import contextlib
 
@@ -286,7 +286,7 @@ def test_item6_zoo_build_runs_under_the_signal_guard(env, capsys, monkeypatch):
     assert entered == [True]
 
 
-def test_item8_a_wait_on_another_runs_notebook_lock_is_said(env, capsys):
+def test_a_wait_on_another_runs_notebook_lock_is_said(env, capsys):
     import fcntl
     import threading
 
@@ -303,14 +303,14 @@ def test_item8_a_wait_on_another_runs_notebook_lock_is_said(env, capsys):
     assert "another run (process 4242) is executing this page; waiting for it" in capsys.readouterr().err
 
 
-def test_item5_a_page_run_with_p_is_marked_in_its_verdict_box():
+def test_a_page_run_with_p_is_marked_in_its_verdict_box():
     assert site._exploration({"params": {"scale": "cpu"}}) == ""
     assert site._exploration(None) == ""
     note = site._exploration({"params": {"scale": "cpu", "epochs": 9}})
     assert note.startswith("**Exploration.** This page was last run with `-p epochs 9`, not with the book's preset")
 
 
-def test_item6_stale_temporary_files_of_dead_writers_are_collected(env, capsys):
+def test_stale_temporary_files_of_dead_writers_are_collected(env, capsys):
     """Old ``.tmp`` files nobody has open go; a recent one and an old one a live writer holds stay."""
     from ensdiv.store import Store, collect_temporary
 
@@ -385,7 +385,7 @@ def test_the_pace_leaves_out_a_page_served_from_entries_older_than_the_build(env
     assert "[pace]   2.00x the recorded times so far: about 20.0 min of page time left" in capsys.readouterr().out
 
 
-def test_item8_a_build_folder_that_is_a_file_or_read_only_is_one_sentence(env, capsys, monkeypatch):
+def test_a_build_folder_that_is_a_file_or_read_only_is_one_sentence(env, capsys, monkeypatch):
     """``ENSDIV_BUILD`` naming a file, a folder below a file, or a read-only folder: ``ensdiv run`` and
     ``ensdiv book --html-only`` say so in one sentence (exit 2) before anything runs, as ``ENSDIV_CACHE`` does."""
     nb = _notebook(env / "a.ipynb", CLAIM)
@@ -408,7 +408,7 @@ def test_item8_a_build_folder_that_is_a_file_or_read_only_is_one_sentence(env, c
 
 
 @pytest.mark.kernel
-def test_item8_a_read_only_shared_cache_is_used_for_what_it_holds(env, capsys, monkeypatch):
+def test_a_read_only_shared_cache_is_used_for_what_it_holds(env, capsys, monkeypatch):
     """A cache folder that exists and cannot be written (a shared, read-only one others filled) is not refused
     before the run: the pages run from its entries, with one line saying so; a folder that cannot be used at all
     is still one sentence (the build-folder test above)."""
@@ -432,7 +432,7 @@ def test_item8_a_read_only_shared_cache_is_used_for_what_it_holds(env, capsys, m
 
 
 @pytest.mark.kernel
-def test_item8_a_relative_data_root_is_resolved_against_the_callers_folder(env, monkeypatch):
+def test_a_relative_data_root_is_resolved_against_the_callers_folder(env, monkeypatch):
     """``-p data_root book/data/sat`` from the project root names the project's folder, not one below the
     notebook's own folder (where the kernel runs); the folder is then a read root of the page."""
     (env / "rel" / "data").mkdir(parents=True)
@@ -445,7 +445,7 @@ def test_item8_a_relative_data_root_is_resolved_against_the_callers_folder(env, 
     assert res.params["data_root"] == str(env / "rel" / "data")
 
 
-def test_item1_and_5_every_page_has_a_row_and_a_p_run_is_marked_on_the_claims_page():
+def test_and_5_every_page_has_a_row_and_a_p_run_is_marked_on_the_claims_page():
     """A page of measurements (no claim) gets a row without a badge; a page last run with ``-p`` says so in its
     rows, as its verdict box does."""
     from ensdiv.report import PageRun, claims_page

@@ -11,7 +11,7 @@ import shutil
 import pytest
 import torch
 
-from ensdiv.store import _MAGIC, CorruptEntryWarning, StaleEntryWarning, config_key
+from ensdiv.store import _MAGIC, CorruptEntryWarning, StaleEntryWarning, Store, config_key
 
 A, B = {"name": "a", "seed": 0}, {"name": "b", "seed": 1}
 
@@ -34,7 +34,7 @@ def _place(store, config, how: str, source):
 
 
 @pytest.mark.parametrize("how", ["copy", "symlink", "hardlink"])
-def test_item5_entry_under_another_keys_name_is_a_miss_warned_and_recomputed(tmp_store, how):
+def test_entry_under_another_keys_name_is_a_miss_warned_and_recomputed(tmp_store, how):
     a_path = tmp_store.save("preds", A, torch.tensor([1.0, 2.0]))
     b_path = _place(tmp_store, B, how, a_path)
     assert tmp_store.read_config(b_path) is None  # A's config under B's name: not served
@@ -54,11 +54,11 @@ def test_item5_entry_under_another_keys_name_is_a_miss_warned_and_recomputed(tmp
     assert tmp_store.get_or_compute("preds", A, lambda: pytest.fail("A recomputed")).tolist() == [1.0, 2.0]
 
 
-def test_item5_stale_warning_is_a_corrupt_entry_warning_with_its_own_message():
+def test_stale_warning_is_a_corrupt_entry_warning_with_its_own_message():
     assert issubclass(StaleEntryWarning, CorruptEntryWarning)
 
 
-def test_item5_int_and_float_configs_are_different_entries(tmp_store):
+def test_int_and_float_configs_are_different_entries(tmp_store):
     one = tmp_store.save("preds", {"lr": 1}, torch.zeros(1))
     other = _place(tmp_store, {"lr": 1.0}, "copy", one)  # equal in Python (1 == 1.0), not the same key
     with pytest.warns(StaleEntryWarning):
@@ -72,7 +72,7 @@ def test_item5_int_and_float_configs_are_different_entries(tmp_store):
     pytest.param(lambda: {"config": "a", "payload": 1}, id="config-not-a-dict"),
     pytest.param(lambda: {"config": A, "payload": 1, "extra": 2}, id="extra-key"),
 ])
-def test_item5_entry_without_the_config_payload_shape_is_corrupt(tmp_store, body):
+def test_entry_without_the_config_payload_shape_is_corrupt(tmp_store, body):
     buf = io.BytesIO()
     torch.save(body(), buf)
     path = tmp_store.path("preds", config_key(A))
@@ -104,7 +104,7 @@ def _code_pickle() -> bytes:
     pytest.param(lambda good: _entry_file(_code_pickle()), id="torch-file-with-code"),
     pytest.param(lambda good: _code_pickle(), id="torch-file-with-code-no-header"),
 ])
-def test_item5_read_config_returns_none_for_unreadable_files(tmp_store, tmp_path, content, capfd):
+def test_read_config_returns_none_for_unreadable_files(tmp_store, tmp_path, content, capfd):
     good = tmp_store.save("preds", A, torch.arange(50.0)).read_bytes()
     bad = tmp_path / "bad.pt"
     bad.write_bytes(content(good))
@@ -112,7 +112,7 @@ def test_item5_read_config_returns_none_for_unreadable_files(tmp_store, tmp_path
     assert "pwned" not in capfd.readouterr().out
 
 
-def test_item5_read_config_of_missing_or_folder_is_none(tmp_store, tmp_path):
+def test_read_config_of_missing_or_folder_is_none(tmp_store, tmp_path):
     assert tmp_store.read_config(tmp_path / "nowhere.pt") is None
     assert tmp_store.read_config(tmp_path) is None
     path = tmp_store.save("preds", A, 1)
@@ -132,7 +132,7 @@ with store.computing("preds", {"name": "shared"}) as done:
 """
 
 
-def test_item6_a_second_process_waits_for_the_first_and_serves_what_it_saved(tmp_store, capsys):
+def test_a_second_process_waits_for_the_first_and_serves_what_it_saved(tmp_store, capsys):
     import subprocess
     import sys
 
@@ -149,7 +149,7 @@ def test_item6_a_second_process_waits_for_the_first_and_serves_what_it_saved(tmp
     assert f"process {other.pid}" in out and "is computing this entry; waiting for it" in out
 
 
-def test_item6_the_lock_is_free_after_a_computation_that_raised_and_nested_keys_do_not_wait(tmp_store):
+def test_the_lock_is_free_after_a_computation_that_raised_and_nested_keys_do_not_wait(tmp_store):
     with pytest.raises(RuntimeError):
         tmp_store.get_or_compute("preds", A, lambda: (_ for _ in ()).throw(RuntimeError("boom")))
     assert tmp_store.get_or_compute("preds", A, lambda: torch.tensor([1.0])).tolist() == [1.0]
@@ -161,7 +161,7 @@ def test_item6_the_lock_is_free_after_a_computation_that_raised_and_nested_keys_
     assert tmp_store.load("preds", B).tolist() == [2.0]
 
 
-def test_item8_a_read_only_shared_cache_serves_its_entries_and_refuses_only_a_computation(tmp_store, monkeypatch):
+def test_a_read_only_shared_cache_serves_its_entries_and_refuses_only_a_computation(tmp_store, monkeypatch):
     """A cache every entry of which is present serves them though nothing can be written there; a missing
     entry is one sentence (``CacheError``) before any work."""
     import ensdiv.store
@@ -177,3 +177,25 @@ def test_item8_a_read_only_shared_cache_serves_its_entries_and_refuses_only_a_co
     assert tmp_store.get_or_compute("preds", A, lambda: pytest.fail("recomputed")).tolist() == [3.0]
     with pytest.raises(CacheError, match="not writable .*Read-only file system"):
         tmp_store.get_or_compute("preds", B, lambda: pytest.fail("computed before the check"))
+
+
+def test_a_stale_entry_says_recomputed_once(tmp_path, monkeypatch, capsys):
+    """The stale entry's one line (``recomputed, <why>``) is printed by the miss, not again by the look the
+    computation takes once it holds the entry's lock. Before, every such line was printed twice."""
+    from ensdiv import environment
+
+    monkeypatch.setenv("ENSDIV_PROGRESS", "lines")
+    store = Store(tmp_path)
+    store.get_or_compute("k", {"a": 1}, lambda: {"v": 1})
+    monkeypatch.setitem(environment._MEMO, "fingerprint", "another environment")
+    capsys.readouterr()
+    assert store.get_or_compute("k", {"a": 1}, lambda: {"v": 2}) == {"v": 2}
+    assert capsys.readouterr().out.count(": recomputed, the environment changed") == 1
+
+
+def test_an_unknown_name_lists_the_valid_names_in_a_proper_plural():
+    from ensdiv.errors import unknown_name
+
+    assert "Valid zoo entries: a, b." in str(unknown_name("zoo entry", "c", ["a", "b"]))
+    assert "Valid models: a." in str(unknown_name("model", "c", ["a"]))
+    assert "Valid keys: a." in str(unknown_name("key", "c", ["a"]))

@@ -175,6 +175,7 @@ def test_chapter_sat_paper_scale_on_pretrained_models_matches_sat_matrix(fake_im
     files = {n: _weights(tmp_path, n, seed=k, favour=list(COUNTS))[0]
              for k, n in enumerate(["test_vit", "test_resnet"])}  # fmt: skip
     monkeypatch.setattr(mp, "_local_weights", files.get)  # stands in for timm's Hugging Face cache
+    monkeypatch.setenv("ENSDIV_ALLOW_PATCHED", "1")  # its weights are in the keys (file name and size)
     cfg = preset("attack-similarity/fig02_similarity_vs_err", "paper", zoo=["test_vit", "test_resnet"],
                  subsample=8, steps=2)  # fmt: skip
     assert cfg.zoo and preset("attack-similarity/fig02_similarity_vs_err", "paper").zoo == ["sat69"]

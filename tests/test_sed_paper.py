@@ -48,6 +48,7 @@ def fake(tmp_path, monkeypatch):
         save_file(timm.create_model("vit_tiny_patch16_224", num_classes=1000, **kw).state_dict(), weights[name])
     which = {"file": weights["vit_tiny_patch16_224"]}
     monkeypatch.setattr(paper_models, "_local_weights", lambda name: str(which["file"]))
+    monkeypatch.setenv("ENSDIV_ALLOW_PATCHED", "1")  # the stand-in's weights are in the keys (file name, size)
     monkeypatch.setenv("ENSDIV_DATA", str(root))
     monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path / "cache"))
     memos = (stream._BACKBONES, stream._FINGERPRINTS, data_stream._OPENED, ch._PAPER, ch._HEADS)  # per process

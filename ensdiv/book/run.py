@@ -272,8 +272,8 @@ def run_notebooks(
         root: the folder executed copies mirror (default the project root); a notebook outside it is
             executed to ``out_root/<its name>``.
         trace: record the package code each page runs (:mod:`ensdiv.tracing`), so a later run can reuse the
-            copy; ``False`` (tests that discard the copies) spares each kernel the tracer and its pre-imports,
-            and the copy is then never reused.
+            copy; ``False`` (tests that discard the copies) writes no page log, and the copy is then never
+            reused.
 
     Raises:
         EnsdivError: unknown scale, missing notebook, a ``scale`` among ``params``, a parameter no
