@@ -39,6 +39,13 @@ def test_unfinished_reads_a_systemexit_and_a_cell_that_never_ran():
     exited = {"cells": [{"cell_type": "code", "source": "import sys; sys.exit(0)", "execution_count": 1,
                          "outputs": [{"output_type": "error", "ename": "SystemExit", "evalue": "0"}]}]}
     assert stamps.unfinished(exited) == "cell 1 ended the run early (SystemExit); a page must run to its last cell."
+    said = {"cells": [{"cell_type": "code", "source": "print(x)", "execution_count": 1, "outputs": [
+        {"output_type": "stream", "name": "stdout", "text": "a page fails on SystemExit, not on this sentence\n"}]}]}
+    assert stamps.unfinished(said) is None  # the word in a page's own output (before: a failed page)
+    printed = {"cells": [{"cell_type": "code", "source": "import sys; sys.exit(0)", "execution_count": 1,
+                          "outputs": [{"output_type": "stream", "name": "stderr",
+                                       "text": "An exception has occurred.\n\nSystemExit: 0\n"}]}]}
+    assert stamps.unfinished(printed).startswith("cell 1 ended the run early (SystemExit)")
     stopped = {"cells": [ok["cells"][0], {"cell_type": "code", "source": ["print(", "2)"], "execution_count": None}]}
     assert stamps.unfinished(stopped) == "cell 2 never ran: the run stopped before it."
 

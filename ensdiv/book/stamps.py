@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from ensdiv import environment, reads, tracing
@@ -174,6 +175,10 @@ def rerun_reason(path: Path, stamp: dict) -> str | None:
     return None if unit is None else f"{unit} changed"
 
 
+#: How IPython reports ``sys.exit`` in a cell's stream: a line of its own, not the word anywhere in a page's output.
+_EXIT_LINE = re.compile(r"^SystemExit(: .*)?$", re.MULTILINE)
+
+
 def unfinished(nb: dict) -> str | None:
     """Why an executed notebook (its JSON) did not run to its end, in one sentence; ``None`` when every code cell
     with code ran and none ended the run early (a ``SystemExit``: ``sys.exit(0)`` ends papermill's run cleanly)."""
@@ -186,7 +191,7 @@ def unfinished(nb: dict) -> str | None:
         for out in cell.get("outputs") or []:
             text = out.get("text", "") if isinstance(out, dict) else ""
             text = "".join(text) if isinstance(text, list) else str(text)
-            if isinstance(out, dict) and (out.get("ename") == "SystemExit" or "SystemExit" in text):
+            if isinstance(out, dict) and (out.get("ename") == "SystemExit" or _EXIT_LINE.search(text)):
                 return f"cell {i} ended the run early (SystemExit); a page must run to its last cell."
         if cell.get("execution_count") is None:
             return f"cell {i} never ran: the run stopped before it."
