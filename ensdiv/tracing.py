@@ -147,7 +147,7 @@ class _Tally:
 
     def ran(self, i: int) -> None:
         self.seen[i] = True
-        _note(self.units[i])
+        note_units((self.units[i],))
 
 
 _STATE: dict[str, Any] = {"page_log": None, "child_log": None, "page_seen": set()}
@@ -179,23 +179,6 @@ def _reset() -> None:
 
 def _line(unit: tuple[str, str]) -> str:
     return f"{unit[0]}\t{unit[1]}\n"
-
-
-def _note(unit: tuple[str, str]) -> None:
-    """A unit ran: into the open recorder (or its log, from another process) and the page's log."""
-    with _LOCK:
-        page = _STATE["page_log"]
-        if page and unit not in _STATE["page_seen"]:
-            _STATE["page_seen"].add(unit)
-            _append(page, _line(unit))
-        if _STATE["child_log"]:
-            _append(_STATE["child_log"], _line(unit))
-        if _STACK:
-            rec = _STACK[-1]
-            if os.getpid() == rec.pid:
-                rec.units.add(unit)
-            else:  # a forked worker: the recorder's process reads this back when it closes
-                _append(rec.fork_log, _line(unit))
 
 
 def _append(path: str, text: str) -> None:
@@ -292,11 +275,6 @@ def recording() -> Iterator[set[tuple[str, str]]]:
         found |= end(token) or set()
 
 
-def attach(obj: Any, units: Iterable[tuple[str, str]]) -> None:
-    """Remember the units that built ``obj`` (:func:`built_by`), for a computation that takes it later."""
-    _remember_built(obj, frozenset(units))
-
-
 def open_units() -> set[tuple[str, str]]:
     """The units the computations open now have run so far (an empty set when none is open)."""
     with _LOCK:
@@ -334,13 +312,15 @@ def note_units(units: Iterable[tuple[str, str]]) -> None:
 _BUILT_UNITS: dict[int, tuple[weakref.ref, frozenset]] = {}
 
 
-def _remember_built(value: Any, units: frozenset) -> None:
-    key = id(value)
+def attach(obj: Any, units: Iterable[tuple[str, str]]) -> None:
+    """Remember the units that built ``obj`` (:func:`built_by`), for a computation that takes it later; nothing
+    for an object that takes no weak reference (a number, a tuple)."""
+    key = id(obj)
     try:
-        ref = weakref.ref(value, lambda _r: _BUILT_UNITS.pop(key, None))
-    except TypeError:  # numbers, tuples: nothing to attach to
+        ref = weakref.ref(obj, lambda _r: _BUILT_UNITS.pop(key, None))
+    except TypeError:
         return
-    _BUILT_UNITS[key] = (ref, units)
+    _BUILT_UNITS[key] = (ref, frozenset(units))
 
 
 def built_by(obj: Any) -> frozenset:
@@ -368,18 +348,10 @@ class _Memo:
         if units is not None:
             note_units(units)
             return self._call(*args, **kwargs)
-        token = f"memo:{id(self):x}:{hash(key):x}"
-        begin(token)
-        done = None
-        try:
+        with recording() as ran:
             value = self._call(*args, **kwargs)
-            done = end(token)
-        finally:
-            if done is None:
-                end(token)
-        units = frozenset(done or ())
-        self._units[key] = units
-        _remember_built(value, units)
+        self._units[key] = frozenset(ran)
+        attach(value, ran)
         return value
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -427,8 +399,7 @@ class _Instrument(ast.NodeTransformer):
         at = 1 if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str) else 0
         anchor = body[at] if at < len(body) else body[-1]
-        node.body = [*body[:at], ast.copy_location(check, anchor), *body[at:]]
-        ast.fix_missing_locations(node)
+        node.body = [*body[:at], check, *body[at:]]
         for sub in ast.walk(check):
             ast.copy_location(sub, anchor)
         return node
@@ -447,9 +418,21 @@ _SHAS: dict[str, str] = {}  # file -> sha256 of that text
 _DEFINED: dict[str, tuple[Any, dict[str, Any], dict[str, dict[str, Any]]]] = {}  # file -> (module, defs, members)
 
 
+def _keep_source(real: str, data: bytes) -> tuple[str, str]:
+    """Keep the source text a module is compiled from, and its SHA-256."""
+    _SOURCES[real], _SHAS[real] = importlib.util.decode_source(data), hashlib.sha256(data).hexdigest()
+    return _SOURCES[real], _SHAS[real]
+
+
 def running_source(file: str) -> str | None:
     """The source text the running process compiled ``file`` from (``None`` when it did not import it)."""
     return _SOURCES.get(os.path.realpath(file))
+
+
+@functools.lru_cache(maxsize=1)
+def _hook_sha() -> str:
+    """This module's own source: instrumented code cached by another version of the hook is compiled again."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
 def _cache_file(path: str) -> str:
@@ -464,10 +447,8 @@ class _Loader(importlib.machinery.SourceFileLoader):
         path = self.get_filename(fullname)
         real = os.path.realpath(path)
         data = self.get_data(path)
-        source = importlib.util.decode_source(data)
-        sha = hashlib.sha256(data).hexdigest()
-        _SOURCES[real], _SHAS[real] = source, sha
-        stamp = f"{ENGINE}\n{sys.version}\n{real}\n{sha}".encode()
+        source, sha = _keep_source(real, data)
+        stamp = f"{ENGINE}\n{_hook_sha()}\n{sys.version}\n{real}\n{sha}".encode()
         cache = _cache_file(path)
         try:
             raw = Path(cache).read_bytes()
@@ -503,7 +484,7 @@ class _Loader(importlib.machinery.SourceFileLoader):
         module.__dict__[_SEEN_NAME] = tally.seen
         module.__dict__[_RAN_NAME] = tally.ran
         if _active():
-            _note((real, "<module>"))
+            note_units(((real, "<module>"),))
         exec(code, module.__dict__)  # noqa: S102 - what SourceLoader.exec_module does, with our code object
         _wrap_memos(module)
         _remember_defined(real, module)
@@ -538,11 +519,9 @@ def install() -> None:
             real = os.path.realpath(file)
             if real not in _SOURCES:
                 try:
-                    data = Path(real).read_bytes()
+                    _keep_source(real, Path(real).read_bytes())
                 except OSError:
                     continue
-                _SOURCES[real] = importlib.util.decode_source(data)
-                _SHAS[real] = hashlib.sha256(data).hexdigest()
 
 
 def _wrap_memos(module: Any) -> None:
@@ -609,7 +588,7 @@ def install_from_env() -> bool:
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
         if file and _in_roots(file):
-            _note((os.path.realpath(file), "<module>"))
+            note_units(((os.path.realpath(file), "<module>"),))
     _append(log, "".join(f"{f}\t{_SHA_MARK}{s}\n" for f, s in sorted(_SHAS.items())))
     return True
 
