@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 import ensdiv as ed
@@ -20,6 +21,7 @@ from ensdiv.data.fashion import data_home
 from ensdiv.data.paper.stream import stream_file_keys, stream_files, stream_tensor_set
 from ensdiv.data.registry import subset_indices
 from ensdiv.errors import unknown_name
+from ensdiv.report import calibration
 
 SLUG = "foundations"
 
@@ -109,6 +111,43 @@ PRESETS["foundations/zoo"] = {
     "ranges": {"workers": (1, 64)},
     "types": {"only": list[str]},  # cpu: [] = the whole zoo
 }
+
+# foundations/calibration: the verdict rule's rates on synthetic claims (ed.report.calibration), no training
+PRESETS["foundations/calibration"] = {
+    "common": {"seed": 0, "n_claims": 400, "n_power_claims": 100, "effects": [1.0, 2.0, 3.0, 6.0, 30.0],
+               "resamples": 100},
+    "smoke": {"n_claims": 20, "n_power_claims": 10, "effects": [3.0, 30.0]},
+    "cpu": {},
+    "paper": {"n_claims": 1000, "n_power_claims": 200},
+    "dry": {"n_claims": 4, "n_power_claims": 2, "effects": [3.0]},
+    "types": {"effects": list[float]},
+}
+
+#: The cells whose power curve the calibration page draws: ``(construction, replicates)``.
+POWER_CELLS = (("seed flips", 6), ("nested seed flips", 6), ("A/A halves", 6), ("model partitions", 6),
+               ("permuted pairs", 12), ("non-inferiority", 6), ("within", 6))
+
+
+def calibration_rates(cfg: Any) -> Any:
+    """The verdicts' shares over synthetic claims (:func:`ensdiv.report.calibration.simulate`), cached: with no
+    effect at every cell the book uses (``cfg.n_claims`` claims each), and for :data:`POWER_CELLS` at each effect
+    of ``cfg.effects`` (``cfg.n_power_claims`` each). One row per cell and effect: ``construction``,
+    ``replicates``, ``effect`` (standard errors), ``claims`` and each verdict's share."""
+
+    def compute() -> dict[str, list[dict[str, Any]]]:
+        rows = []
+        cells = [(c, r, 0.0, cfg.n_claims) for c, r in calibration.BOOK_CELLS]
+        cells += [(c, r, float(e), cfg.n_power_claims) for c, r in POWER_CELLS for e in cfg.effects]
+        for i, (construction, replicates, effect, claims) in enumerate(cells):
+            rates = calibration.simulate(construction, replicates=replicates, effect=effect, claims=claims,
+                                         seed=cfg.seed + i, resamples=cfg.resamples)
+            rows.append({"construction": construction, "replicates": replicates, "effect": effect, **rates})
+        return {"rows": rows}
+
+    conf = {"claims": cfg.n_claims, "power_claims": cfg.n_power_claims, "effects": [float(e) for e in cfg.effects],
+            "resamples": cfg.resamples, "seed": cfg.seed}
+    return pd.DataFrame(ed.cached("report-calibration", conf, compute)["rows"])
+
 
 # a dry run of the paper presets (ensdiv run --dry-run): the paper zoo's recipes (zoo.DRY_RECIPE_SIZES) on fake data
 add_dry_blocks(PRESETS, {"test_subset": 16, "num_members": 2, "n_ensembles": 2, "n_singles": 4, "n_resamples": 200,

@@ -10,8 +10,9 @@ replicates say what they resample: test images (:func:`paired_bootstrap`, :func:
 
 A check is evidence only if it fails without the effect, and that is measured, not argued: each check carries
 null data built from this run's own data with the effect removed (:class:`Null`; :func:`seed_flips`,
-:func:`aa_null`, :func:`partition_null`, :func:`null_draws`), is re-run on every draw, and records its pass
-rate there. The rule, as the claims page and ``book/intro.md`` state it (:data:`RULE`):
+:func:`aa_null`, :func:`partition_null`, :func:`null_draws`), and its statistic on this run is ranked among
+its values on every draw: a randomisation p-value (:func:`randomisation_p`). The rule, as the claims page and
+``book/intro.md`` state it (:data:`RULE`):
 
 {rule}
 
@@ -34,10 +35,12 @@ from ensdiv.report.checks import (
     OUTCOMES,
     RULE,
     SCALES,
+    UNDECIDED,
     VERDICTS,
     Check,
     Outcome,
     above,
+    at_bound,
     below,
     correlated,
     evaluate,
@@ -46,7 +49,9 @@ from ensdiv.report.checks import (
     less,
     negative,
     noninferior,
+    null_p,
     positive,
+    randomisation_p,
     ratio_above,
     significant,
     verdict,
@@ -68,7 +73,7 @@ from ensdiv.report.claims import (
     slug,
     strength_of,
 )
-from ensdiv.report.nulls import NULL_DRAWS, NULL_RATE, TRUTH_RATE, Null, aa_null, null_draws, partition_null, seed_flips
+from ensdiv.report.nulls import NULL_DRAWS, Null, aa_null, needed_replicates, null_draws, partition_null, seed_flips
 from ensdiv.report.pages import PageRun, chapter_summary, claims_page, verdict_box
 from ensdiv.report.replication import UNITS, covers, model_bootstrap, nested_bootstrap
 from ensdiv.report.uncertainty import (
@@ -88,12 +93,12 @@ from ensdiv.report.uncertainty import (
 __doc__ = __doc__.format(rule=RULE)
 
 __all__ = [
-    "ALPHA", "LEVEL", "NULL_DRAWS", "NULL_RATE", "OUTCOMES", "PAPERS", "RULE", "SCALES", "SOURCES", "STAGING_ENV",
-    "TRUTH_RATE", "UNITS", "VERDICTS", "Check", "Claim", "Estimate", "Null", "Outcome", "PageRun", "aa_null", "above",
+    "ALPHA", "LEVEL", "NULL_DRAWS", "OUTCOMES", "PAPERS", "RULE", "SCALES", "SOURCES", "STAGING_ENV", "UNDECIDED",
+    "UNITS", "VERDICTS", "Check", "Claim", "Estimate", "Null", "Outcome", "PageRun", "aa_null", "above", "at_bound",
     "audit", "below", "chapter_summary", "check_record", "claim", "claims_dir", "claims_page", "correlated",
     "correlation", "covers", "describe_strength", "evaluate", "evidence_clashes", "facts_table", "fisher_interval",
-    "from_seeds", "greater", "holm", "less", "load_claims", "model_bootstrap", "nan_mean", "negative",
-    "nested_bootstrap", "noninferior", "null_draws", "paired_bootstrap", "partition_null", "positive", "ratio_above",
-    "read_records", "resample_counts", "resample_indices", "sample_bootstrap", "seed_flips", "significant", "slug",
-    "strength_of", "verdict", "verdict_box", "within",
+    "from_seeds", "greater", "holm", "less", "load_claims", "model_bootstrap", "nan_mean", "needed_replicates",
+    "negative", "nested_bootstrap", "noninferior", "null_draws", "null_p", "paired_bootstrap", "partition_null",
+    "positive", "randomisation_p", "ratio_above", "read_records", "resample_counts", "resample_indices",
+    "sample_bootstrap", "seed_flips", "significant", "slug", "strength_of", "verdict", "verdict_box", "within",
 ]

@@ -22,11 +22,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ensdiv.errors import EnsdivError, InvalidInputError
 from ensdiv.paths import build_dir
 from ensdiv.report.checks import (
+    ALPHA,
     NO_NULL,
     TYPED_NULL,
     VERDICTS,
@@ -35,9 +37,11 @@ from ensdiv.report.checks import (
     _plain,
     evaluate,
     holm,
+    null_p,
+    randomisation_p,
     verdict,
 )
-from ensdiv.report.nulls import NULL_RATE, TRUTH_RATE, Null
+from ensdiv.report.nulls import Null, needed_replicates
 from ensdiv.report.replication import UNITS, covers, uncovered
 from ensdiv.report.uncertainty import LEVEL, Estimate
 
@@ -92,12 +96,14 @@ class Claim:
     ``checks`` holds one dict per check: ``ours``/``paper`` are ``"pass"``, ``"fail"``, ``"inconclusive"`` or
     None (not computable); ``null`` a short text of the null pass rate, ``null_rate``/``null_draws``/
     ``null_construction`` the numbers behind it (``truth_*`` the same for an absence claim); ``p`` and ``holm``
-    the one-sided p-value and whether it survives Holm's correction; ``unit``, ``source`` and ``covered`` what
+    the randomisation p-value of a pass and whether it survives Holm's correction, ``p_fail`` and ``holm_fail``
+    the same for a fail, ``p_min`` the smallest p-value its null can give; ``unit``, ``source`` and ``covered`` what
     the claim is about, what the interval resampled and whether that covers it (``note`` says what is missing);
     ``evidence``, ``implied_by``, ``gates``; ``counted`` and ``excluded`` (why a check is not counted). ``gates``
     holds the gate rows; ``values`` and ``facts`` dicts ``{quantity, paper, ours}`` (JSON-safe; None where
     missing); ``variance`` what the intervals randomise; ``paper_findings`` the checks the paper's own numbers
-    fail (findings about the paper); ``untestable`` a premise the scale cannot test.
+    fail (findings about the paper); ``untestable`` a premise the scale cannot test; ``undecided`` why a claim
+    that decides nothing does not (the reasons its checks are not counted, each naming what would settle it).
     """
 
     paper: str
@@ -117,6 +123,8 @@ class Claim:
     untestable: str = ""
     paper_findings: list[str] = field(default_factory=list)
     key_check: str | None = None
+    undecided: str = ""
+    models: str = ""
 
     def record(self) -> dict[str, Any]:
         """The JSON-safe claim record, with ``ensdiv_version`` and ``notebook`` (``$ENSDIV_NOTEBOOK``)."""
@@ -224,14 +232,27 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
-def _rate(check: Check, null: Null | None, ours: Mapping[str, Any], level: float) -> float | None:
-    """How often ``check`` passes over the draws of ``null`` (each replacing some of this run's quantities);
-    None without a null, or when fewer than half of the draws could be computed."""
+def _on_draws(check: Check, null: Null | None, ours: Mapping[str, Any], level: float
+              ) -> tuple[np.ndarray | None, float | None]:
+    """The check's statistic on each draw of ``null`` (each replacing some of this run's quantities; a check
+    with a rule and no statistic scores 1 for a pass, 0 for a fail) and how often it passes there; None without
+    a null, or when fewer than half of the draws could be computed."""
     if null is None:
-        return None
-    results = [evaluate(check, {**ours, **draw}, level=level).result for draw in null.draws]
+        return None, None
+    stats_, results = [], []
+    for draw in null.draws:
+        out = evaluate(check, {**ours, **draw}, level=level, with_p=False)
+        results.append(out.result)
+        stats_.append(out.value if out.value is not None else _SCORE.get(out.result, math.nan))
     computed = [r for r in results if r is not None]
-    return computed.count("pass") / len(computed) if 2 * len(computed) >= len(results) and computed else None
+    if 2 * len(computed) < len(results) or not computed:
+        return None, None
+    return np.asarray(stats_, dtype=float), computed.count("pass") / len(computed)
+
+
+#: The statistic of a check with a rule and no statistic: its pass scores 1, its fail 0 (tested as "> 0.5").
+_SCORE = {"pass": 1.0, "fail": 0.0}
+_BINARY = Check("a rule's pass (1) or fail (0)", region=(">", 0.5))
 
 
 def _rate_text(rate: float | None, null: Null | None, reason: str) -> str:
@@ -240,12 +261,57 @@ def _rate_text(rate: float | None, null: Null | None, reason: str) -> str:
     return f"{_MISSING} (not computable)" if rate is None else f"{rate:.0%} of {len(null.draws)} draws"
 
 
+def _cannot_decide(check: Check, p_min: float) -> str:
+    """Why a check's null cannot give a p-value below :data:`ALPHA`, and what it would take."""
+    null = next(n for n in (check.null, check.truth) if n is not None and n.min_p == p_min)
+    if null.exact and null.replicates:
+        return (f"cannot decide with {null.replicates} {null.replicate} (needs {needed_replicates(ALPHA)}): its "
+                f"smallest p-value is 1/{len(null.draws)}")
+    return (f"cannot decide with {len(null.draws)} null draws (needs {math.ceil(1 / ALPHA - 1)}): its smallest "
+            f"p-value is {p_min:.2g}")
+
+
+def _p_values(probe: Check, observed: float, check: Check, null_stats: np.ndarray | None,
+              truth_stats: np.ndarray | None) -> tuple[float | None, float | None, float | None]:
+    """The p-values of a pass and of a fail, and the smallest p-value of a pass the check's data can give.
+
+    A check of an effect reads its null (the effect removed), moved to the region's bound when ``null_at`` says
+    where it sits (:func:`~ensdiv.report.checks.null_p`). A check that an effect is absent or small reads the data
+    where the claim is true moved to the bound (its fail is the mirror test there), and also its null as given
+    (data where the claim is false, at the bound): its pass must beat both, so a statistic that reads the same on
+    both (a tie at a grid's floor) cannot pass."""
+    if not check.absence:
+        if null_stats is None:
+            return None, None, None
+        p, p_fail = null_p(probe, observed, null_stats, exact=check.null.exact)
+        return p, p_fail, check.null.min_p if p is not None else None
+    if truth_stats is None:
+        return None, None, None
+    op = probe.region[0]
+    passes, mins = [], []
+    if probe.null_at is not None:
+        p_truth, p_fail = null_p(probe, observed, truth_stats, exact=check.truth.exact)
+        passes.append(p_truth)
+        mins.append(check.truth.min_p)
+    else:  # where the claim is true, as given: the fail is a statistic beyond it
+        p_fail = randomisation_p(observed, truth_stats, side="<" if op == ">" else ">", exact=check.truth.exact)
+    if null_stats is not None:
+        passes.append(randomisation_p(abs(observed), np.abs(null_stats), side="<", exact=check.null.exact)
+                      if op == "within" else randomisation_p(observed, null_stats, side=op, exact=check.null.exact))
+        mins.append(check.null.min_p)
+    if not passes or None in passes:
+        return None, p_fail, None
+    return max(passes), p_fail, max(mins)
+
+
 def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str, Any] | None, level: float, *,
                unit: str | None, gates: Mapping[str, str | None], premise: str) -> dict[str, Any]:
     """One check on this run's values, on the paper's, on its null data (and truth data), and whether it counts.
 
-    Besides the outcomes, the row says how the check is *built*, which the audit reads even where this run
-    could not compute it: ``has_null`` (it carries null data), ``estimated`` (one of its quantities is an
+    The p-values read the statistic on the draws of the check's null (and of its ``truth`` for an absence
+    claim, :func:`_p_values`); :func:`_apply_holm` then turns the interval's outcome into the check's. Besides
+    the outcomes, the row says how the check is *built*, which the audit reads even where this run could not
+    compute it: ``has_null`` (it carries null data), ``estimated`` (one of its quantities is an
     :class:`~ensdiv.report.uncertainty.Estimate`), ``unit``, ``evidence``."""
     mine = evaluate(check, ours, level=level)
     unit = check.unit or unit
@@ -254,8 +320,13 @@ def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str,
     if result in ("pass", "fail") and not covered:
         result, note = "inconclusive", uncovered(unit)
     on_paper = evaluate(check, paper_values, level=level).result if paper_values is not None else None
-    null_rate = _rate(check, check.null, ours, level)
-    truth_rate = _rate(check, check.truth, ours, level) if check.absence else None
+    null_stats, null_rate = _on_draws(check, check.null, ours, level)
+    truth_stats, truth_rate = _on_draws(check, check.truth, ours, level) if check.absence else (None, None)
+    p = p_fail = p_min = None
+    tested = [n for n, d in ((check.null, null_stats), (check.truth, truth_stats)) if n is not None and d is not None]
+    if result is not None and tested:
+        observed = mine.value if mine.value is not None else _SCORE[mine.result]
+        p, p_fail, p_min = _p_values(check if check.region else _BINARY, observed, check, null_stats, truth_stats)
     failed_gates = [g for g in (gates if check.gates is None else check.gates) if gates.get(g) != "pass"]
     unknown = [g for g in (check.gates or ()) if g not in gates]
     if unknown:
@@ -265,14 +336,12 @@ def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str,
         (bool(check.implied_by), f"implied by {', '.join(check.implied_by)}"),
         (bool(failed_gates), f"not meaningful (gate failed: {', '.join(failed_gates)})"),
         (bool(premise), f"premise not testable at this scale ({premise})"),
-        (check.null is None, check.null_reason or NO_NULL),
-        (check.null is not None and null_rate is None, "its null could not be computed"),
-        (null_rate is not None and null_rate > NULL_RATE,
-         f"passes {_pct(null_rate)} of the time with no effect ({check.null.construction if check.null else ''})"),
-        (check.absence and check.truth is None, "an absence claim with no data where it is true"),
-        (check.absence and check.truth is not None and (truth_rate or 0.0) < TRUTH_RATE,
-         f"cannot pass where the claim is true (passes {_pct(truth_rate)}: "
-         f"{check.truth.construction if check.truth else ''})"),
+        (not check.absence and check.null is None, check.null_reason or NO_NULL),
+        (check.absence and check.truth is None, check.null_reason or "an absence claim with no data where it is "
+                                                                      "true"),
+        ((check.truth if check.absence else check.null) is not None and p_min is None and result is not None,
+         "its null could not be computed"),
+        (p_min is not None and p_min > ALPHA, _cannot_decide(check, p_min) if p_min is not None else ""),
     ]
     excluded = next((why for hit, why in reasons if hit), "")
     return {"name": check.name, "needs": list(check.needs), "cites": check.cites, "ours": result, "note": note,
@@ -283,7 +352,9 @@ def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str,
             "absence": check.absence, "truth_rate": truth_rate,
             "truth_construction": check.truth.construction if check.truth else "",
             "estimated": any(isinstance(ours.get(q), Estimate) for q in check.needs) or mine.interval is not None,
-            "unit": unit, "covered": covered, "p": mine.p, "holm": None, "evidence": check.evidence,
+            "unit": unit, "covered": covered, "p": p, "p_fail": p_fail,
+            "p_min": p_min, "holm": None, "holm_fail": None,
+            "p_interval": mine.p, "evidence": check.evidence,
             "implied_by": list(check.implied_by), "gates": list(check.gates if check.gates is not None else gates),
             "counted": result is not None and not excluded, "excluded": excluded,
             "value": mine.value, "interval": list(mine.interval) if mine.interval else None, "source": mine.source}
@@ -294,25 +365,43 @@ def _pct(rate: float | None) -> str:
 
 
 def _apply_holm(rows: list[dict[str, Any]]) -> None:
-    """Holm over the counted checks' p-values: a pass whose p-value does not survive becomes inconclusive."""
+    """Holm over the counted checks, once for the p-values of a pass and once for those of a fail: a pass (a
+    fail) whose interval lies wholly on one side stays one only when its p-value survives; else inconclusive. A
+    fail with no mirror p-value (a threshold against a reference null) rests on its interval."""
     counted = [r for r in rows if r["counted"]]
-    for r, keep in zip(counted, holm([r["p"] for r in counted]), strict=True):
-        r["holm"] = keep
-        if r["ours"] == "pass" and keep is False:
-            r["ours"], r["note"] = "inconclusive", f"not significant after Holm over {len(counted)} checks"
+    over = f" after Holm over {len(counted)} checks" if len(counted) > 1 else ""
+    for r, keep, keep_fail in zip(counted, holm([r["p"] for r in counted]), holm([r["p_fail"] for r in counted]),
+                                  strict=True):
+        r["holm"], r["holm_fail"] = keep, keep_fail
+        if r["ours"] == "pass" and not keep:
+            r["ours"], r["note"] = "inconclusive", f"p = {_fmt(r['p'])}, not significant{over}"
+        elif r["ours"] == "fail" and keep_fail is False:
+            r["ours"], r["note"] = "inconclusive", f"the interval is outside, but p = {_fmt(r['p_fail'])} is not " \
+                                                   f"significant{over}"
+
+
+def _undecided(rows: Sequence[Mapping[str, Any]], untestable: str) -> tuple[str, str]:
+    """For a claim with too few counted checks: the verdict (*not testable at this scale* where the scale is the
+    reason: a premise or a failed gate) and why, naming what would settle it."""
+    if untestable:
+        return "not testable at this scale", f"premise not testable at this scale: {untestable}"
+    left = [r for r in rows if not r["counted"] and not r["implied_by"]]
+    why = list(dict.fromkeys(r["excluded"] or "not computable on this run" for r in left))
+    scale = any(w.startswith(("not meaningful (gate failed", "premise not testable")) for w in why)
+    return ("not testable at this scale" if scale else "cannot decide"), "; ".join(why)
 
 
 def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: Mapping[str, Any],
           paper_values: Mapping[str, Any] | None = None, scale: str, key: Sequence[str] | None = None,
           notes: str = "", write: bool = True, claim_id: str | None = None, facts: Mapping[str, Any] | None = None,
           variance: str = "", unit: str | None = None, gates: Sequence[Check] = (), untestable: str = "",
-          key_check: str | None = None) -> Claim:
+          key_check: str | None = None, models: str = "") -> Claim:
     """Test a paper's claim on this run's numbers (and on the paper's own, and on null data), and record it.
 
-    The rule (:data:`~ensdiv.report.checks.RULE`): a check counts only when its empirical null passes at most
-    :data:`~ensdiv.report.nulls.NULL_RATE` of the time, its interval resamples the claim's ``unit``, the
-    paper's numbers do not fail it, its gates pass and no other check implies it; the counted passes are
-    Holm-corrected, and the verdict follows :func:`~ensdiv.report.checks.verdict`.
+    The rule (:data:`~ensdiv.report.checks.RULE`): each check's statistic is tested against its null draws (a
+    randomisation p-value, Holm over the claim's counted checks); a check counts when its null can reach
+    :data:`~ensdiv.report.checks.ALPHA`, the paper's numbers do not fail it, its gates pass and no other check
+    implies it, and the verdict follows :func:`~ensdiv.report.checks.verdict` over the built checks.
 
     Args:
         paper: Chapter slug, one of :data:`PAPERS`.
@@ -335,6 +424,9 @@ def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: M
             models", ...): a check whose interval does not resample it is inconclusive.
         gates: Checks that must pass for the others to mean anything (member accuracy near a baseline, a
             detector above chance); never counted themselves.
+        models: For ``unit="these models"``: the fixed models the claim is about, named ("the five released
+            committee checkpoints", "the zoo's 12 timm ImageNet weights"); the audit refuses "these models" without
+            them, and a claim about what a training method gives is about ``"trained methods"``.
         untestable: A premise this scale cannot test ("GPU parallelism; this run times CPU processes"): the
             verdict is *not testable at this scale* and the numbers are shown, not counted.
         key_check: The check the claims page and the verdict box show (default: the first counted one).
@@ -342,14 +434,19 @@ def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: M
     Returns:
         The :class:`Claim`; it renders itself in a notebook.
 
-    >>> from ensdiv.report import Null, from_seeds, greater
+    >>> from ensdiv.report import from_seeds, greater, seed_flips
     >>> ours = {"pe": from_seeds([91.0, 91.2, 90.9, 91.1, 91.3]), "single": from_seeds([89.9, 90.1, 90.0, 90.2, 89.8])}
-    >>> flips = Null("pe and single swapped within each seed", [{"pe": ours["single"], "single": ours["pe"]}])
     >>> c = claim(paper="foundations", item="Fig. 1", claim="Ensembling raises accuracy.", unit="trained methods",
-    ...           checks=[greater("pe", "single", null=flips, evidence="foundations/fig-1/accuracy")], ours=ours,
-    ...           scale="cpu", write=False)
-    >>> c.verdict, c.checks[0]["null"], c.checks[0]["counted"]
-    ('holds', '0% of 1 draws', True)
+    ...           checks=[greater("pe", "single", null=seed_flips(ours, "pe", "single", seed=0),
+    ...                           evidence="foundations/fig-1/accuracy")], ours=ours, scale="cpu", write=False)
+    >>> c.verdict, c.checks[0]["p"] == 1 / 2 ** 5  # pe wins on every seed: 1 of the 32 swap patterns as extreme
+    ('holds', True)
+    >>> four = {q: from_seeds(e.replicates[:4]) for q, e in ours.items()}
+    >>> c4 = claim(paper="foundations", item="Fig. 1", claim="Ensembling raises accuracy.", unit="trained methods",
+    ...            checks=[greater("pe", "single", null=seed_flips(four, "pe", "single", seed=0),
+    ...                            evidence="foundations/fig-1/accuracy")], ours=four, scale="cpu", write=False)
+    >>> c4.verdict, c4.undecided  # 1/16 > 0.05 whatever the data
+    ('cannot decide', 'cannot decide with 4 seeds (needs 5): its smallest p-value is 1/16')
     """
     if paper not in PAPERS:
         raise InvalidInputError(f"Unknown paper {paper!r}; valid chapter slugs: {', '.join(PAPERS)}.")
@@ -406,16 +503,18 @@ def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: M
     fact_rows = [{"quantity": q, "paper": _plain(paper_values.get(q)), "ours": _plain(v)} for q, v in facts.items()]
     sources = sorted({r["source"] for r in rows if r["counted"] and r["source"]})
     variance = variance or (", ".join(sources) if sources else "none: no counted check compares estimates")
-    judged = verdict([r["ours"] for r in rows if not r["excluded"]], scale=scale,
-                     total=sum(not r["excluded"] for r in rows))
-    if untestable:
-        judged = "not testable at this scale"
+    judged = verdict([r["ours"] for r in rows if r["counted"]], scale=scale,
+                     total=sum(not r["implied_by"] for r in rows))
+    why = ""
+    if judged == "cannot decide" or untestable:
+        judged, why = _undecided(rows, untestable)
     if key_check is not None and key_check not in names:
         raise InvalidInputError(f"key_check {key_check!r} is not one of the claim's checks.")
     key_check = key_check or next((r["name"] for r in rows if r["counted"]), None)
     result = Claim(paper=paper, item=item, claim=claim.strip(), scale=scale, verdict=judged, checks=rows,
                    values=values, notes=notes, claim_id=claim_id, facts=fact_rows, variance=variance, level=LEVEL,
-                   unit=unit, gates=gate_rows, untestable=untestable, key_check=key_check,
+                   unit=unit, gates=gate_rows, untestable=untestable, key_check=key_check, undecided=why,
+                   models=models.strip(),
                    paper_findings=[r["name"] for r in rows if r["paper"] == "fail"])
     if write:
         suffix = f"__{slug(claim_id)}" if claim_id else ""
@@ -460,6 +559,8 @@ def audit(record: Mapping[str, Any]) -> list[str]:
     unit = record.get("unit")
     if unit not in UNITS:
         problems.append("the record does not say what the claim is about (its unit).")
+    if unit == "these models":
+        problems += _these_models(record)
     if record.get("level", LEVEL) != LEVEL:
         problems.append(f"the record uses the level {record.get('level')}, not the book's {LEVEL}.")
     for c in record.get("checks", []):
@@ -481,6 +582,27 @@ def audit(record: Mapping[str, Any]) -> list[str]:
             problems.append(f"check {name!r} names no evidence key.")
     if not str(record.get("variance", "")).strip():
         problems.append("the record does not say what its intervals randomise.")
+    return problems
+
+
+#: Sources and null constructions that compare training methods: a claim about "these models" never uses them.
+_METHOD_SOURCES = ("training seeds", "seeds × test images")
+_METHOD_NULLS = ("swapped at random within each seed", "A/A")
+
+
+def _these_models(record: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a claim declared about "these models": it must name them, and none of its checks may
+    compare training methods (seeds as its replicates, seeds swapped as its null)."""
+    problems = []
+    if not str(record.get("models") or "").strip():
+        problems.append("the claim is about 'these models' and does not name them (models=...); a claim about "
+                        "what a training method gives is about 'trained methods', with seeds as its unit.")
+    for c in record.get("checks", []):
+        sources = str(c.get("source") or "").split(" + ")
+        construction = str(c.get("null_construction") or "")
+        if any(s in _METHOD_SOURCES for s in sources) or any(m in construction for m in _METHOD_NULLS):
+            problems.append(f"check {c['name']!r} compares training runs (seeds) in a claim about 'these models'; "
+                            "its unit is 'trained methods'.")
     return problems
 
 

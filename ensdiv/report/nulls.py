@@ -3,17 +3,18 @@
 A check is evidence only if it fails without the effect. Whether it does is not argued, it is measured: the page
 builds *null data* from this run's data — two seeds of one method in place of two methods (A/A), the two
 compared methods swapped at random within each seed, models dealt into groups at random, labels permuted — many
-times (:data:`NULL_DRAWS`), and the check runs on every draw. Its **pass rate under the null** is recorded; a
-check counts only when that rate is at most :data:`NULL_RATE` (twice the nominal 5 % of the check's own
-test). An inequality that holds for any data (Jensen),
-a near-identity and a part–whole correlation pass on such data nearly always, and so never count.
+times (:data:`NULL_DRAWS`), and the check's statistic is computed on every draw. Its **randomisation p-value** is
+the share of draws at least as extreme as this run's (:func:`ensdiv.report.randomisation_p`), read exactly where
+the draws enumerate every pattern (:attr:`Null.exact`: ``S`` seeds under sign flips give ``2**S`` patterns and
+a smallest p-value of ``2**-S``). An inequality that holds for any data (Jensen), a near-identity and a
+part–whole correlation read the same on such data as on this run's, so their p-value is large and they never
+pass.
 
 The mirror case: where the claim is that an effect is absent or small ("no improvement beyond 0.04 points"),
-the check also runs on data built so that the claim is *true* (``truth=``); one that passes there less often
-than :data:`TRUTH_RATE` cannot pass and does not count.
-
-A :class:`Null` holds the construction's name and its draws (each a mapping of quantities that replace this
-run's); the helpers build the common ones without a new resampling per draw where they can.
+the check also carries data built so that the claim is *true* (``truth=``): its draws, moved to the tolerance's
+bound, are where the claim just fails (:mod:`ensdiv.report.claims`). A :class:`Null` holds the construction's
+name and its draws (each a mapping of quantities that replace this run's); the helpers build the common ones
+without a new resampling per draw where they can.
 """
 
 from __future__ import annotations
@@ -29,22 +30,11 @@ from ensdiv.errors import InvalidInputError
 from ensdiv.report.replication import model_bootstrap, nested_bootstrap
 from ensdiv.report.uncertainty import _GROUPS, Estimate, _array, from_seeds, resample_counts
 
-__all__ = ["NULL_DRAWS", "NULL_RATE", "TRUTH_RATE", "Null", "aa_null", "null_draws", "partition_null",
-           "seed_flips"]
+__all__ = ["NULL_DRAWS", "Null", "aa_null", "needed_replicates", "null_draws",
+           "partition_null", "seed_flips"]
 
 #: Draws of a null construction unless the page says otherwise.
 NULL_DRAWS = 200
-#: A check counts only when it passes at most this often on its null data: twice the nominal rate of its own
-#: one-sided 5 % test. A test that is exactly calibrated passes about 5 % of the time there, and the measured
-#: rate scatters around that (a t-test over 8 seeds under all 256 sign-flip patterns: 4.7–5.9 % on six data
-#: sets; 200 random draws add about ±1.5 points), so a cutoff at 5 % would reject half of the calibrated checks
-#: by chance; at 10 % it still rejects every case the reviews found (an identity passes ~100 % of the time, an
-#: image bootstrap comparing seeds ~30 %, three seeds under sign flips 12.5 %).
-NULL_RATE = 0.10
-#: A check of an absent or small effect counts only when it passes at least this often where the claim is true.
-TRUTH_RATE = 0.5
-
-
 @dataclass(frozen=True)
 class Null:
     """Null data for a check: what was done to this run's data, and the draws.
@@ -55,16 +45,31 @@ class Null:
             5 at random").
         draws: One mapping per draw, of the quantities that replace this run's (numbers or estimates); the
             quantities a draw leaves out keep this run's values.
+        exact: The draws enumerate every pattern of the construction once, this run's own among them (an exact
+            permutation test: a p-value is the share of draws at least as extreme, not ``(1 + k) / (1 + D)``).
+        replicates: How many replicates the construction permutes (seeds, models), when it permutes them: the
+            page then says how many it would need to decide (:func:`needed_replicates`).
+        replicate: What those replicates are ("seeds", "models").
     """
 
     construction: str
     draws: Sequence[Mapping[str, Any]]
+    exact: bool = False
+    replicates: int | None = None
+    replicate: str = "seeds"
 
     def __post_init__(self) -> None:
         if not isinstance(self.construction, str) or not self.construction.strip():
             raise InvalidInputError("A null needs its construction named (what removes the effect).")
         if not self.draws or not all(isinstance(d, Mapping) for d in self.draws):
             raise InvalidInputError("A null needs at least one draw, each a mapping of quantities.")
+
+    @property
+    def min_p(self) -> float:
+        """The smallest randomisation p-value these draws can give: ``1 / D`` when they enumerate every pattern,
+        else ``1 / (1 + D)``."""
+        n = len(self.draws)
+        return 1 / n if self.exact else 1 / (n + 1)
 
 
 def null_draws(construction: str, make: Callable[[np.random.Generator], Mapping[str, Any]], *,
@@ -86,10 +91,24 @@ def null_draws(construction: str, make: Callable[[np.random.Generator], Mapping[
 EXACT_PATTERNS = 1024
 
 
+def _exact(s: int, draws: int) -> bool:
+    """Whether :func:`_patterns` enumerates all ``2**s`` patterns."""
+    return 2 ** s <= max(draws, EXACT_PATTERNS)
+
+
+def needed_replicates(alpha: float) -> int:
+    """The fewest seeds whose sign-flip patterns can reach a p-value of ``alpha`` (``2**-S <= alpha``).
+
+    >>> needed_replicates(0.05), needed_replicates(0.025)
+    (5, 6)
+    """
+    return int(np.ceil(np.log2(1 / alpha) - 1e-12))
+
+
 def _patterns(s: int, draws: int, rng: np.random.Generator) -> np.ndarray:
     """Swap patterns ``(D, s)``: all ``2**s`` when there are at most ``max(draws, EXACT_PATTERNS)``, else
     ``draws`` random ones."""
-    if 2 ** s <= max(draws, EXACT_PATTERNS):
+    if _exact(s, draws):
         return np.array(list(itertools.product((False, True), repeat=s)))
     return rng.random((draws, s)) < 0.5
 
@@ -100,8 +119,8 @@ def seed_flips(values: Mapping[str, Estimate], a: str, b: str, *, draws: int = N
 
     ``values[a]`` and ``values[b]`` are per-seed estimates (:func:`ensdiv.report.from_seeds`) or nested
     estimates (:func:`ensdiv.report.nested_bootstrap`) with as many rows. With ``S`` seeds the observed pattern
-    is one of ``2**S``: a check that passes on it passes at least ``2**-S`` of the time, so three seeds
-    (12.5 %) can never count at :data:`NULL_RATE`, and four (6.25 %) or five (3.1 %) can.
+    is one of ``2**S``: its randomisation p-value is at least ``2**-S``, so four seeds (6.25 %) can never reach
+    the book's 5 %, and five (3.1 %) can (:func:`needed_replicates`).
 
     Raises:
         InvalidInputError: estimates of other kinds, or with different numbers of seeds.
@@ -121,7 +140,8 @@ def seed_flips(values: Mapping[str, Estimate], a: str, b: str, *, draws: int = N
         for flip in _patterns(va.size, draws, rng):
             out.append({a: from_seeds(np.where(flip, vb, va), source=ea.source),
                         b: from_seeds(np.where(flip, va, vb), source=eb.source)})
-        return Null(f"{a} and {b} swapped at random within each seed", out)
+        return Null(f"{a} and {b} swapped at random within each seed", out, exact=_exact(va.size, draws),
+                    replicates=int(va.size))
     if all(isinstance(e, Estimate) and e.parts is not None for e in (ea, eb)):
         (ra, ca, ma), (rb, cb, mb) = ea.parts, eb.parts
         if ra.shape != rb.shape:
@@ -138,7 +158,7 @@ def seed_flips(values: Mapping[str, Estimate], a: str, b: str, *, draws: int = N
                         b: Estimate(float(pb.mean()), np.einsum("rs,sr->r", cb, nb) / s, eb.source, "bootstrap",
                                     group, parts=(nb, cb, pb))})
         return Null(f"{a} and {b} swapped at random within each seed (rows), test images resampled as observed",
-                    out)
+                    out, exact=_exact(s, draws), replicates=int(s))
     raise InvalidInputError(f"seed_flips needs per-seed or nested estimates of {a!r} and {b!r} (from_seeds, "
                             "nested_bootstrap); an image bootstrap has no seeds to swap.")
 
@@ -193,7 +213,8 @@ def aa_null(runs: Any, a: str, b: str, *, draws: int = NULL_DRAWS, seed: int, n_
 def partition_null(values: Any, groups: Sequence[Any], *, draws: int = NULL_DRAWS, seed: int,
                    n_resamples: int = 1000, names: Mapping[str, str] | None = None) -> Null:
     """Null data for a comparison of groups of models: the models dealt into groups of the same sizes at random,
-    each draw's group means with their model bootstrap (:func:`ensdiv.report.model_bootstrap`).
+    each draw's group means with a bootstrap of the models within each group (percentile, as
+    :func:`ensdiv.report.model_bootstrap`; one set of resampling counts serves every draw).
 
     Args:
         values: ``(n,)`` one number per model. groups: ``(n,)`` the group of each model.
@@ -205,12 +226,20 @@ def partition_null(values: Any, groups: Sequence[Any], *, draws: int = NULL_DRAW
     """
     v = _array(values).astype(float).ravel()
     labels = [str(g) for g in groups]
+    model_bootstrap(v, labels, n_resamples=2, seed=seed)  # the same checks of the input as this run's estimates
     rng = np.random.default_rng([seed, 3])
     names = dict(names or {})
+    order = list(dict.fromkeys(labels))
+    sizes_ = {k: labels.count(k) for k in order}
+    counts = {k: resample_counts(n, n_resamples=n_resamples, seed=rng) / n for k, n in sizes_.items()}  # (R, n)
     out = []
-    for i in range(int(draws)):
-        dealt = list(rng.permutation(labels))
-        est = model_bootstrap(v, dealt, n_resamples=n_resamples, seed=seed + 1 + i)
-        out.append({names.get(k, k): e for k, e in est.items()})
+    for _ in range(int(draws)):
+        dealt = np.asarray(rng.permutation(labels))
+        group = f"bootstrap-{next(_GROUPS)}"
+        draw = {}
+        for k in order:  # the models dealt to k, resampled within k (one set of counts for every draw)
+            members = v[dealt == k]
+            draw[names.get(k, k)] = Estimate(float(members.mean()), counts[k] @ members, "models", "bootstrap", group)
+        out.append(draw)
     sizes = ", ".join(f"{labels.count(k)} {k}" for k in dict.fromkeys(labels))
     return Null(f"models dealt at random into groups of the same sizes ({sizes})", out)

@@ -49,7 +49,7 @@ def _page_link(nb: str, label: str) -> str:
 
 def _strength(record: dict[str, Any]) -> str:
     """``2/3 pass, 1 inconclusive`` (of the counted checks), then the key check: its value and interval, what
-    the interval resampled, and how often it passed on its null data."""
+    the interval resampled, and its p-value against its null data."""
     st = strength_of(record["checks"])
     text = f"{st['passed']}/{st['counted']} pass" + "".join(
         f", {st[k]} {w}" for k, w in (("failed", "fail"), ("inconclusive", "inconclusive"), ("untestable",
@@ -61,8 +61,8 @@ def _strength(record: dict[str, Any]) -> str:
         text += f"; {shown['name']}: {_fmt(shown.get('value'))} {_fmt_interval(shown.get('interval'))}"
         if shown.get("source"):
             text += f" over {shown['source']}"
-        if shown.get("null_rate") is not None:
-            text += f", passes {shown['null_rate']:.0%} on its null"
+        if shown.get("p") is not None:
+            text += f", p = {_fmt(shown['p'])} against its null"
     if record.get("unit"):
         text += f"; about {record['unit']}"
     return text
@@ -164,8 +164,10 @@ def claims_page(scale: str, pages: Sequence[PageRun]) -> str:
         "",
         f"Every claim this book tests, with its verdict at the scale the book was built at (**{scale}**), by "
         "the book's one rule (below). Each line gives the key number of the claim with its 90 % interval, the "
-        "paper's in brackets; the page's verdict box says how many checks counted, how often the key check "
-        f"passed on its null data, and what the claim is about. "
+        "paper's in brackets; the page's verdict box says how many checks counted, the key check's p-value "
+        "against its null data, what the claim is about and, for a claim not decided, why. "
+        "{doc}`How the verdicts are calibrated </notebooks/foundations/calibration>` measures how often the rule "
+        "calls equal methods different, and how its power grows with the effect. "
         f"{sum(r['verdict'] != 'no claim' for r in rows)} claims: {counts or 'none yet'}.",
         "",
         f"Chapters: {jump or 'none yet'}.",
@@ -272,6 +274,8 @@ def verdict_box(page: PageRun, *, target: str | None = None) -> str:
     lines = []
     for r in sorted(page.records, key=lambda r: (r["item"], r.get("claim_id") or "")):
         lines += [f"**{r['verdict']}** ({_strength(r).split(';')[0]}) — {r['claim']}", ""]
+        if r.get("undecided"):
+            lines += [f"Not decided: {r['undecided']}.", ""]
         numbers = _key_numbers(r)
         if numbers:
             lines += [numbers, ""]

@@ -27,6 +27,7 @@ interval whose ends are one-sided 95 % bounds).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import warnings
@@ -114,6 +115,12 @@ class Estimate:
         return f"Estimate({self.value:.4g}, {int(LEVEL * 100)}% {shown}, {self.source})"
 
 
+@functools.lru_cache(maxsize=256)
+def _t_quantile(q: float, df: int) -> float:
+    """Student's t quantile (scipy's, remembered: a null of 2**S draws asks for the same few thousands of times)."""
+    return float(stats.t.ppf(q, df))
+
+
 def _interval(values: np.ndarray, kind: str, level: float) -> tuple[float, float] | None:
     """Percentile interval of bootstrap replicates, or the Student-t interval of the mean of per-seed values."""
     values = values[np.isfinite(values)]
@@ -124,7 +131,7 @@ def _interval(values: np.ndarray, kind: str, level: float) -> tuple[float, float
         return float(lo), float(hi)
     if values.size < 2:
         return None
-    half = stats.t.ppf((1 + level) / 2, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size)
+    half = _t_quantile((1 + level) / 2, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size)
     return float(values.mean() - half), float(values.mean() + half)
 
 
