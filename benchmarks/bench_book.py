@@ -30,6 +30,9 @@ the pages that run alone) with each page's recorded seconds, optionally scaled (
 four seeds of five), and prints the minutes of pages the schedule takes; no page runs. Each page's start and its
 kernel cost a real run a few minutes more than the replay.
 
+``--compare RUN_A RUN_B`` compares two runs' executed pages claim by claim (:mod:`verdict_stability`: same or
+moved, and why) and stores the summary under ``verdict_stability``.
+
 ``--change ... --executed-only`` times ``ensdiv run`` over the pages that already have an executed copy instead of
 ``ensdiv book`` (a partly built book, e.g. one stopped before its slowest chapters).
 """
@@ -316,6 +319,8 @@ def replay(record: dict, needs: dict[str, list[str]], *, factors: dict[str, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", nargs="*", default=["smoke"])
+    parser.add_argument("--compare", nargs=2, type=Path, default=None, metavar=("RUN_A", "RUN_B"),
+                        help="compare two runs' executed pages claim by claim (verdict_stability.py)")
     parser.add_argument("--quick", action="store_true", help="smoke scale only")
     parser.add_argument("--keep", type=Path, default=None, help="build here and keep cache and pages")
     parser.add_argument("--zoo-throughput", type=Path, default=None, metavar="CACHE",
@@ -379,6 +384,18 @@ def main() -> None:
             scale_row["page_needs"] = page_needs(args.record_run)
         out.write_text(json.dumps(payload, indent=2))
         print(f"{row['status']}: {row['pages_finished']} pages, {row['finished_pages_s'] / 60:.1f} min")
+        return
+    if args.compare:
+        from verdict_stability import compare, table
+
+        result = compare(*args.compare)
+        print(table(result["rows"]) or "no claim moved")
+        print(f"{result['same']} of {result['claims']} verdicts the same ({result['only_in_one']} claims in one run "
+              "only)")
+        payload = json.loads(out.read_text()) if out.exists() else {}
+        payload["verdict_stability"] = {k: v for k, v in result.items() if k != "rows"} | {
+            "moved": [r for r in result["rows"] if not r["same"]], "note": args.note}
+        out.write_text(json.dumps(payload, indent=2))
         return
     if args.ledger_edits:
         payload = json.loads(out.read_text()) if out.exists() else {}

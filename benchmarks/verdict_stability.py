@@ -1,0 +1,103 @@
+"""How stable the book's verdicts are: two recorded runs compared claim by claim.
+
+A run is a folder of executed pages (``_build/executed/<scale>`` of a build, or a copy of it); each page carries
+the claim records its run promoted (:func:`ensdiv.book.page_run`). Two runs of the same book, e.g. the same
+commit trained on another processor or with another ``--seed-base``, should reach the same verdicts: the goal is
+at least 95 % the same. For each claim the comparison says *same* or *moved*, and for a moved one why, read from
+the two records:
+
+- ``gate``: a gate passed in one run and not in the other;
+- ``counted``: a check counted in one run and was left out in the other (the reason is named);
+- ``near its boundary``: a check changed outcome and in one of the runs its p-value (of a pass or of a fail) lies
+  within a factor of three of ``ALPHA``, or its interval's end lies within a tenth of the interval's width of the
+  region's bound;
+- ``check moved``: a check changed outcome far from its boundary (the suspicious case);
+- ``only in one run``: the claim is missing from the other run.
+
+``python benchmarks/bench_book.py --compare RUN_A RUN_B`` prints the table and stores the summary in
+``results/book.json`` under ``verdict_stability``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ensdiv.book import page_run
+from ensdiv.report import ALPHA
+
+
+def records_of(run: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The claim records of one run's executed pages, by ``(paper, item, claim_id)``."""
+    out = {}
+    for path in sorted(run.rglob("*.ipynb")):
+        rel = path.relative_to(run).as_posix()
+        for r in page_run(path, rel).records:
+            out[(r["paper"], r["item"], r.get("claim_id") or "")] = r
+    return out
+
+
+def _near(check: Mapping[str, Any]) -> bool:
+    """Whether a check row sits near its decision: a p-value within a factor of three of ALPHA, or its interval's
+    end within a tenth of its width of zero or of the bound the name states (read from ``value`` and
+    ``interval``: the region's bound is where the interval ends nearest)."""
+    for key in ("p", "p_fail"):
+        p = check.get(key)
+        if p is not None and ALPHA / 3 <= p <= 3 * ALPHA:
+            return True
+    iv = check.get("interval")
+    if iv and iv[1] > iv[0]:
+        width = iv[1] - iv[0]
+        return min(abs(iv[0]), abs(iv[1])) <= width / 10
+    return False
+
+
+def why_moved(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    """Why one claim's verdict differs between two records (see the module's text)."""
+    gates_a = {g["name"]: g["ours"] for g in a.get("gates", [])}
+    gates_b = {g["name"]: g["ours"] for g in b.get("gates", [])}
+    moved_gates = sorted(n for n in gates_a.keys() & gates_b.keys() if gates_a[n] != gates_b[n])
+    if moved_gates:
+        return f"gate: {moved_gates[0]} ({gates_a[moved_gates[0]]} → {gates_b[moved_gates[0]]})"
+    checks_b = {c["name"]: c for c in b.get("checks", [])}
+    near, far = [], []
+    for ca in a.get("checks", []):
+        cb = checks_b.get(ca["name"])
+        if cb is None:
+            continue
+        if ca["counted"] != cb["counted"]:
+            left = cb if ca["counted"] else ca
+            return f"counted: {ca['name']} left out in one run ({left.get('excluded') or 'not computable'})"
+        if ca["ours"] != cb["ours"]:
+            (near if _near(ca) or _near(cb) else far).append(f"{ca['name']} ({ca['ours']} → {cb['ours']})")
+    if near:
+        return f"near its boundary: {near[0]}"
+    if far:
+        return f"check moved: {far[0]}"
+    return "the same checks, another total"
+
+
+def compare(run_a: Path, run_b: Path) -> dict[str, Any]:
+    """Every claim of two runs: ``rows`` (``claim``, ``a``, ``b``, ``same``, ``why``) and the counts."""
+    ra, rb = records_of(run_a), records_of(run_b)
+    rows = []
+    for key in sorted(ra.keys() | rb.keys()):
+        a, b = ra.get(key), rb.get(key)
+        name = " · ".join(k for k in key if k)
+        if a is None or b is None:
+            rows.append({"claim": name, "a": a and a["verdict"], "b": b and b["verdict"], "same": False,
+                         "why": "only in one run"})
+            continue
+        same = a["verdict"] == b["verdict"]
+        rows.append({"claim": name, "a": a["verdict"], "b": b["verdict"], "same": same,
+                     "why": "" if same else why_moved(a, b)})
+    both = [r for r in rows if r["why"] != "only in one run"]
+    return {"run_a": str(run_a), "run_b": str(run_b), "claims": len(both),
+            "same": sum(r["same"] for r in both), "only_in_one": len(rows) - len(both),
+            "share_same": round(sum(r["same"] for r in both) / len(both), 3) if both else None, "rows": rows}
+
+
+def table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The moved claims as plain text, one line each."""
+    return "\n".join(f"{r['claim']}: {r['a']} → {r['b']} ({r['why']})" for r in rows if not r["same"])

@@ -1,0 +1,52 @@
+"""Two recorded runs compared claim by claim (``benchmarks/verdict_stability.py``): same or moved, and why."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from ensdiv.paths import project_root
+
+_spec = importlib.util.spec_from_file_location("verdict_stability",
+                                               project_root() / "benchmarks" / "verdict_stability.py")
+vs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(vs)
+
+
+def _record(verdict, *, ours="pass", p=0.01, interval=(0.5, 1.5), counted=True, excluded="", gate="pass",
+            item="Fig. 1"):
+    return {"paper": "sed", "item": item, "claim_id": None, "verdict": verdict,
+            "gates": [{"name": "members trained", "ours": gate}],
+            "checks": [{"name": "a beats b", "ours": ours, "p": p, "p_fail": 0.9, "interval": list(interval),
+                        "counted": counted, "excluded": excluded}]}
+
+
+@pytest.mark.parametrize(("b", "why"), [
+    (_record("not testable at this scale", gate="fail"), "gate: members trained (pass → fail)"),
+    (_record("cannot decide", counted=False, excluded="cannot decide with 4 seeds (needs 5)"),
+     "counted: a beats b left out in one run (cannot decide with 4 seeds (needs 5))"),
+    (_record("inconclusive", ours="inconclusive", p=0.08, interval=(-0.1, 1.0)),
+     "near its boundary: a beats b (pass → inconclusive)"),
+    (_record("inconclusive", ours="inconclusive", p=0.6, interval=(-3.0, 1.0)),
+     "check moved: a beats b (pass → inconclusive)"),
+])
+def test_a_moved_verdict_names_its_reason(b, why):
+    assert vs.why_moved(_record("holds"), b) == why
+
+
+def test_compare_counts_the_same_and_the_moved_claims(monkeypatch, tmp_path):
+    runs = {tmp_path / "a": {("sed", "Fig. 1", ""): _record("holds"), ("sed", "Fig. 2", ""): _record("holds"),
+                             ("sed", "Fig. 3", ""): _record("holds")},
+            tmp_path / "b": {("sed", "Fig. 1", ""): _record("holds"),
+                             ("sed", "Fig. 2", ""): _record("inconclusive", ours="inconclusive", p=0.07)}}
+    monkeypatch.setattr(vs, "records_of", lambda run: runs[run])
+    out = vs.compare(tmp_path / "a", tmp_path / "b")
+    assert (out["claims"], out["same"], out["only_in_one"], out["share_same"]) == (2, 1, 1, 0.5)
+    assert vs.table(out["rows"]).splitlines() == [
+        "sed · Fig. 2: holds → inconclusive (near its boundary: a beats b (pass → inconclusive))",
+        "sed · Fig. 3: holds → None (only in one run)"]
+
+
+def test_records_of_an_empty_folder_is_empty(tmp_path):
+    assert vs.records_of(tmp_path) == {}
