@@ -244,16 +244,16 @@ def test_holm_against_a_hand_computed_case():
 
 
 def test_holm_turns_a_lone_pass_among_many_into_inconclusive():
-    """Nine checks, one with p = 1/60 against its 59 null draws: it passes alone, not after Holm over nine
-    (1/60 > 0.05/9); with 8 inconclusive the claim is inconclusive (fewer than half pass), not "holds partly" as
+    """Nine checks, one with p = 4/200 against its 199 null draws: it passes alone, not after Holm over nine
+    (0.02 > 0.05/9); with 8 inconclusive the claim is inconclusive (fewer than half pass), not "holds partly" as
     the old rule read design-diversity Fig. 7."""
     noise = np.array([-0.2, -0.1, 0.0, 0.1, 0.2, 0.15, -0.15, 0.05, -0.05])
-    centre = stats.t.ppf(0.98, 8) * noise.std(ddof=1) / 3  # t = 2.45 over 9 seeds: p = 0.02
-    ests = {f"x{i}": from_seeds((centre if i == 0 else 0.0) + noise) for i in range(9)}
-    checks = [report.positive(f"x{i}", null=Null("zero", [{f"x{i}": 0.0}] * 59), evidence=f"t/{i}")
+    ests = {f"x{i}": from_seeds((0.975 if i == 0 else 0.0) + noise) for i in range(9)}
+    spread = np.linspace(-1, 1, 199)  # three draws (0.980, 0.990, 1.0) at least 0.975
+    checks = [report.positive(f"x{i}", null=Null("spread", [{f"x{i}": v} for v in spread]), evidence=f"t/{i}")
               for i in range(9)]
     c = _claim(checks, ests)
-    assert c.checks[0]["p"] == pytest.approx(1 / 60) and c.checks[0]["holm"] is False
+    assert c.checks[0]["p"] == pytest.approx(4 / 200) and c.checks[0]["holm"] is False
     assert c.checks[0]["ours"] == "inconclusive" and "Holm over 9" in c.checks[0]["note"]
     assert c.verdict == "inconclusive"
 
@@ -513,3 +513,30 @@ def test_resampling_rejects_bad_input(fn):
             fn(n, n_resamples=r, seed=0)
     with pytest.raises(InvalidInputError, match="seed is required"):
         fn(5, n_resamples=5, seed=None)
+
+
+def test_five_seeds_cannot_decide_a_claim_of_two_checks_and_say_how_many_would():
+    """Holm asks the smaller of two p-values for 0.05 / 2 = 0.025; five seeds reach 1/32 = 0.031 at best, so
+    neither check can pass or fail whatever the data: the claim cannot decide, and says that 6 seeds would."""
+    ours = {k: from_seeds(v) for k, v in {"a": [2.0, 2.1, 2.2, 2.3, 2.4], "b": [0.0, 0.1, 0.2, 0.3, 0.4],
+                                            "c": [1.0, 1.1, 1.2, 1.3, 1.4]}.items()}
+    checks = [greater("a", "b", null=seed_flips(ours, "a", "b", seed=0), evidence="t/ab"),
+              greater("a", "c", null=seed_flips(ours, "a", "c", seed=0), evidence="t/ac")]
+    c = _claim(checks, ours)
+    assert [row["counted"] for row in c.checks] == [False, False]
+    assert c.verdict == "cannot decide"
+    assert c.undecided == ("cannot decide over 2 checks: Holm asks one p-value of at most 0.025, and their nulls "
+                           "reach 0.0312 (seed flips need 6 seeds)")
+    one = _claim(checks[:1], ours)
+    assert one.verdict == "holds" and one.checks[0]["p"] == 1 / 32  # alone, 1/32 <= 0.05
+
+
+def test_an_absence_check_whose_page_says_why_it_has_no_null_is_not_counted():
+    """Attack-similarity F.1: data where the claim is true exist, but the page states that the claim's premise
+    (teachers of similar accuracy) does not hold in the zoo; the check is shown and not counted."""
+    truth = null_draws("r on permuted teachers", lambda r: {"r": float(r.normal(0, 0.1))}, draws=200, seed=0)
+    check = report.within("r", "zero", abs=0.3, truth=truth).with_(null_reason="the premise does not hold here")
+    c = _claim([check], {"r": report.correlation(np.arange(8.0), np.arange(8.0) ** 2, seed=0, n_resamples=100,
+                                                 source="models"), "zero": 0.0}, unit="groups of models")
+    assert not c.checks[0]["counted"] and c.checks[0]["excluded"] == "the premise does not hold here"
+    assert c.verdict == "cannot decide"

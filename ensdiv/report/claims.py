@@ -336,7 +336,7 @@ def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str,
         (bool(check.implied_by), f"implied by {', '.join(check.implied_by)}"),
         (bool(failed_gates), f"not meaningful (gate failed: {', '.join(failed_gates)})"),
         (bool(premise), f"premise not testable at this scale ({premise})"),
-        (not check.absence and check.null is None, check.null_reason or NO_NULL),
+        (check.null is None and (not check.absence or bool(check.null_reason)), check.null_reason or NO_NULL),
         (check.absence and check.truth is None, check.null_reason or "an absence claim with no data where it is "
                                                                       "true"),
         ((check.truth if check.absence else check.null) is not None and p_min is None and result is not None,
@@ -378,6 +378,23 @@ def _apply_holm(rows: list[dict[str, Any]]) -> None:
         elif r["ours"] == "fail" and keep_fail is False:
             r["ours"], r["note"] = "inconclusive", f"the interval is outside, but p = {_fmt(r['p_fail'])} is not " \
                                                    f"significant{over}"
+
+
+def _holm_reach(rows: list[dict[str, Any]]) -> None:
+    """Leave out every counted check when none can pass or fail: Holm's first step asks the smallest p-value for
+    :data:`ALPHA` over the number counted, and none of their nulls reaches it (five seeds, 1/32, under two or
+    more checks). The reason names the seeds such a claim needs."""
+    counted = [r for r in rows if r["counted"]]
+    if not counted:
+        return
+    need = ALPHA / len(counted)
+    reach = min(r["p_min"] for r in counted)
+    if reach <= need:
+        return
+    why = (f"cannot decide over {len(counted)} checks: Holm asks one p-value of at most {need:.3g}, and their nulls "
+           f"reach {reach:.3g} (seed flips need {needed_replicates(need)} seeds)")
+    for r in counted:
+        r["counted"], r["excluded"] = False, why
 
 
 def _undecided(rows: Sequence[Mapping[str, Any]], untestable: str) -> tuple[str, str]:
@@ -487,8 +504,9 @@ def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: M
                           "interval": list(out.interval) if out.interval else None, "source": out.source,
                           "paper": None, "null": _MISSING})
     gate_results = {g["name"]: g["ours"] for g in gate_rows}
-    rows = [_check_row(check, ours, paper_values, LEVEL, unit=unit, gates=gate_results, premise=untestable)
-            for check in checks]
+    rows = [_check_row(check, ours, paper_values, LEVEL, unit=unit, gates=gate_results,
+                       premise=untestable) for check in checks]
+    _holm_reach(rows)
     _apply_holm(rows)
     paper_values = paper_values or {}
     shown = list(key) if key is not None else [q for q in dict.fromkeys([*ours, *paper_values]) if q not in facts]
