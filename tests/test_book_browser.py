@@ -25,7 +25,7 @@ from ensdiv.book import site, stamps
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = "notebooks/sed/fig03_lambda_sweep"  # the sed chapter's key page (site.KEY_FIGURES)
 # formatted like the book's notebooks (short lines): the reader-view check measures every code cell's width
-CLAIM = ('no_effect = ed.report.Null("x set to y", [{{"x": 2}}])\n'
+CLAIM = ('no_effect = ed.report.Null("x set to y", [{{"x": 2}}] * 39)\n'
          'ed.report.claim(\n    paper="sed",\n    item="Fig. 3",\n    claim="{text}",\n'
          '    checks=[ed.report.less("x", "y", null=no_effect)],\n    ours={{"x": {x}, "y": 2}},\n'
          '    paper_values={{"x": 1, "y": 2}},\n    unit="released artefact",\n    scale=scale,\n'

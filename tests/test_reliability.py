@@ -540,7 +540,7 @@ def test_claims_page_lists_every_claim_and_every_failed_page(build_env):
     (book / "book" / "claims.md").write_text("# Claims at a glance\n\nplaceholder\n")
     claim = ('import ensdiv as ed\n'
              'ed.report.claim(paper="foundations", item="{item}", claim="x is below y.", '
-             'checks=[ed.report.less("x", "y", null=ed.report.Null("x = y", [{{"x": 2}}]))], '
+             'checks=[ed.report.less("x", "y", null=ed.report.Null("x = y", [{{"x": 2}}] * 39))], '
              'ours={{"x": {x}, "y": 2}}, unit="released artefact", scale=scale)')
     _notebook(book / "a.ipynb", claim.format(item="Fig. A", x=1), params='scale = "cpu"')
     _notebook(book / "b.ipynb", claim.format(item="Fig. B", x=3), params='scale = "cpu"')

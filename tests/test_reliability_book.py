@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CLAIM = ('import ensdiv as ed\n'
          'ed.report.claim(paper="foundations", item="{item}", claim="x is below y.", '
-         'checks=[ed.report.less("x", "y", null=ed.report.Null("x = y", [{{"x": 2}}]))], '
+         'checks=[ed.report.less("x", "y", null=ed.report.Null("x = y", [{{"x": 2}}] * 39))], '
              'ours={{"x": {x}, "y": 2}}, unit="released artefact", scale=scale)')
 
 
@@ -129,7 +129,7 @@ def test_records_from_outside_a_run_or_another_scale_never_reach_the_book(env):
     assert _run(nb, out).status == "ok"
     # a claim of the same name from a plain Python session, and a record of another scale copied in
     report.claim(paper="foundations", item="Fig. A", claim="x is below y.", unit="released artefact",
-                 checks=[report.less("x", "y", null=report.Null("x = y", [{"x": 2}]))], ours={"x": 9, "y": 2},
+                 checks=[report.less("x", "y", null=report.Null("x = y", [{"x": 2}] * 39))], ours={"x": 9, "y": 2},
                  scale="cpu")
     stray = env / "build" / "claims" / "cpu" / "foundations__fig-a.json"
     assert json.loads(stray.read_text())["verdict"] == "does not hold"
@@ -387,7 +387,7 @@ def test_code_units_strip_docstrings_and_map_lambdas_to_their_function(tmp_path)
 CACHED_CLAIM = ('import torch\nimport ensdiv as ed\n'
                 'x = ed.cached("bundle-test", {"what": "a draw"}, lambda: {"x": torch.rand(())})["x"]\n'
                 'ed.report.claim(paper="foundations", item="Fig. Z", claim="x is below y.", '
-                'checks=[ed.report.less("x", "y", null=ed.report.Null("x = y", [{"x": 2.0}]))], '
+                'checks=[ed.report.less("x", "y", null=ed.report.Null("x = y", [{"x": 2.0}] * 39))], '
                 'ours={"x": float(x), "y": 2.0}, unit="released artefact", scale=scale)')
 
 

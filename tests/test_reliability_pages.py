@@ -21,7 +21,7 @@ from ensdiv.errors import EnsdivError
 
 CLAIM = ('import ensdiv as ed\n'
          'ed.report.claim(paper="foundations", item="Fig. Z", claim="x is below y.", '
-         'checks=[ed.report.less("x", "y", null=ed.report.Null("x = y", [{"x": 2}]))], ours={"x": 1, "y": 2}, '
+         'checks=[ed.report.less("x", "y", null=ed.report.Null("x = y", [{"x": 2}] * 39))], ours={"x": 1, "y": 2}, '
          'unit="released artefact", scale=scale)')
 
 
