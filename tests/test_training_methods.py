@@ -332,7 +332,7 @@ def test_category_estimates_match_the_model_table_and_leave_empty_categories_nan
     rec = ed.report.claim(paper=ch.SLUG, item="test", claim="c", write=False, scale="cpu", variance="test images",
                           checks=[ed.report.greater("error_inconsistency Dataset", "error_inconsistency HParam",
                                                     null=swapped, evidence="test/dataset-vs-hparam")],
-                          ours=est, unit="these models").record()
+                          ours=est, unit="these models", models="the zoo's models of each category").record()
     assert rec["checks"][0]["ours"] is None and ed.report.audit(rec) == []
 
 
