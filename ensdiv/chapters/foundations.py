@@ -123,9 +123,11 @@ PRESETS["foundations/calibration"] = {
     "types": {"effects": list[float]},
 }
 
-#: The cells whose power curve the calibration page draws: ``(construction, replicates)``.
+#: The cells whose power curve the calibration page draws: ``(construction, replicates)``. Not "within": its
+#: synthetic effect moves the difference from one edge of the tolerance through zero (about 2.4 SE at six seeds)
+#: and out of the other edge, so its axis is not one of growing evidence for the claim.
 POWER_CELLS = (("seed flips", 6), ("nested seed flips", 6), ("A/A halves", 6), ("model partitions", 6),
-               ("permuted pairs", 12), ("non-inferiority", 6), ("within", 6))
+               ("permuted pairs", 12), ("non-inferiority", 6))
 
 
 def calibration_rates(cfg: Any) -> Any:

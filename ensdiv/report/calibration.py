@@ -15,7 +15,8 @@ fed synthetic data whose true effect is known, in standard errors (SE) of the ch
   permuted;
 - ``"non-inferiority"`` and ``"within"``: a claim that an effect is absent or small
   (:func:`~ensdiv.report.noninferior`, :func:`~ensdiv.report.within`) over ``S`` seeds, with the seeds' swaps as
-  the data where the claim is true; there "no effect" means the true difference sits at the margin (the claim
+  the data where the claim is true and the differences flipped around the margin as its null (:func:`_at_margin`,
+  where it is just false); there "no effect" means the true difference sits at the margin (the claim
   just false), and the effect is measured from there towards the claim.
 
 :func:`simulate` returns the share of each verdict. ``tests/test_calibration.py`` holds the rule to its promise
@@ -25,6 +26,7 @@ the effect grows) and ``notebooks/foundations/calibration.ipynb`` draws the powe
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -107,6 +109,19 @@ def _absence(kind: str) -> Callable[..., _Built]:
     return build
 
 
+def _at_margin(check: Check, ours: Mapping[str, Any]) -> Null:
+    """The null of an absence claim, data where it is just false: the seeds' differences, centred and
+    sign-flipped, around the margin (the region's bound; the absence builders' tolerance is 1, so the scaled bound
+    of :func:`~ensdiv.report.within` is the margin too)."""
+    a, b = (np.asarray(ours[q].replicates, dtype=float) for q in check.needs)
+    d = a - b - (a - b).mean()
+    edge = check.region[1]
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
+    return Null("the seeds' differences sign-flipped around the margin",
+                [{check.needs[0]: from_seeds(b + edge + flip * d)} for flip in signs], exact=True,
+                replicates=d.size)
+
+
 #: The constructions the book's pages use: ``{name: builder}`` (see the module's text).
 CONSTRUCTIONS: dict[str, Callable[..., _Built]] = {
     "seed flips": _seeds, "nested seed flips": _nested, "A/A halves": _aa, "model partitions": _partitions,
@@ -155,6 +170,8 @@ def simulate(construction: str, *, replicates: int, effect: float, claims: int, 
     counts = dict.fromkeys(VERDICTS, 0)
     for _ in range(claims):
         check, ours, unit = build(rng, replicates, effect, resamples=resamples)
+        if check.absence and check.null is None:
+            check = check.with_(null=_at_margin(check, ours))
         made = claim(paper="foundations", item="Calibration", claim=f"{construction}: a beats b.", checks=[check],
                      ours=ours, unit=unit, scale="cpu", write=False)
         counts[made.verdict] += 1
