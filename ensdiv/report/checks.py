@@ -466,7 +466,7 @@ def holm(p_values: Sequence[float | None], *, alpha: float = ALPHA) -> list[bool
     """Which of several one-sided tests still reject at ``alpha`` after Holm's step-down correction (the
     ``k``-th smallest of ``m`` p-values against ``alpha / (m - k + 1)``, stopping at the first that is above);
     None where a test has no p-value. Written out rather than taken from statsmodels, whose ``multipletests``
-    runs a full garbage collection on every call (0.27 s here), which the calibration study calls 10⁵ times.
+    runs a full garbage collection on every call (``benchmarks/bench_holm.py``), and every claim calls Holm twice.
 
     >>> holm([0.01, 0.04, 0.03, None])  # 0.01 <= 0.05/3; then 0.03 > 0.05/2 stops the step-down
     [True, False, False, None]
