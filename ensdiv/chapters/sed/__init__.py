@@ -40,12 +40,13 @@ import ensdiv as ed
 from ensdiv import metrics as mt
 from ensdiv.chapters import zoo
 from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
-from ensdiv.chapters.sed.cost import TIMED_LOSSES, fit_exponent, time_steps, timing_head
+from ensdiv.chapters.sed.cost import TIMED_LOSSES, fit_exponent, time_loss, time_steps, timing_head
 from ensdiv.chapters.sed.images import ShownSet, shown_set
 from ensdiv.chapters.sed.release import (
     NOT_TRANSFERABLE,
     RELEASED_CONFIGS,
     RELEASED_MODELS,
+    STEP_FIELDS,
     released_hp,
     released_tables,
 )
@@ -63,7 +64,7 @@ __all__ = [
     "auroc_of", "member_accuracy", "committee_correct", "missing_estimate", "bootstrap", "DIAGNOSTIC_METHODS",
     "SHARED_START", "seeds", "per_seed", "nested", "seed_auroc", "seed_values", "flips", "member_gate",
     "chance_gate", "member_correct", "unique_per_image", "correct_per_image", "subset_means", "swap_null",
-    "exponent_null",
+    "exponent_null", "start_head", "member_movement", "movement_rows", "diversified_gate", "time_loss", "STEP_FIELDS",
 ]
 
 SLUG = "sed"
@@ -146,7 +147,7 @@ _COMMON = {
     "committee": ["arch/resnet", "arch/convnext", "arch/mixer"], "committee_wrong": 2,
     "n_resamples": 1000,  # paired-bootstrap resamples of the test images behind every interval (#27)
     # training runs of every compared method (#49): seeds are the unit of a method comparison; with seed flips
-    # three seeds can never count (2^-3 > 10 %), five can
+    # the smallest p-value is 2^-S, so a claim of one check needs 5 seeds and one of two checks 6
     "seeds": [0, 1, 2, 3, 4],
 }
 _SCALES = {
@@ -168,31 +169,39 @@ def _scaled(**extra: dict) -> dict:
             **{s: {**v, **extra.get(s, {})} for s, v in _SCALES.items()}}
 
 
+#: six training runs at cpu: a claim of one or two seed-flip checks can decide (2^-6 <= 0.05 / 2, Holm's first step)
+_CPU_RUNS = {"seeds": [0, 1, 2, 3, 4, 5]}
+
 PRESETS = {
-    "sed/tab01_unique": _scaled(),
+    "sed/tab01_unique": _scaled(cpu=_CPU_RUNS),
     # large_members: the release's 50_models.yaml (M 50) at paper scale; 20 at cpu (Fig. 4's largest size), where the
     # large ensembles are trained once and shown, not counted (#53's budget: 30 fewer heads per large method)
     "sed/tab02_generalisation": _scaled(common={"large_members": 50}, smoke={"large_members": 3},
-                                        cpu={"large_members": 20}),
-    "sed/tab03_detection": _scaled(),
-    "sed/fig02_divergent_samples": _scaled(common={"shown": 5}),
+                                        cpu={**_CPU_RUNS, "large_members": 20}),
+    "sed/tab03_detection": _scaled(cpu=_CPU_RUNS),
+    "sed/fig02_divergent_samples": _scaled(common={"shown": 5}, cpu=_CPU_RUNS),
     # fig_set: the shifted set of Figs. 3-4 — the paper's C-1 at paper scale; C-5 at the small scales, where C-1
     # is barely shifted (detection AUROCs 0.50-0.53 in the 25 Nov cpu records) and a comparison would be at chance
     "sed/fig03_lambda_sweep": _scaled(common={"lams": [0.0, 0.01, 0.1, 1.0, 5.0, 20.0], "fig_set": "c5"},
-                                      smoke={"lams": [0.0, 0.1, 5.0]}, paper={"fig_set": "c1"}),
+                                      smoke={"lams": [0.0, 0.1, 5.0]}, paper={"fig_set": "c1"}, cpu=_CPU_RUNS),
     "sed/fig04_ensemble_size": _scaled(common={"sizes": [2, 3, 5, 10, 20], "fig_set": "c5"},
-                                       smoke={"sizes": [2, 3]}, paper={"fig_set": "c1"}),
+                                       smoke={"sizes": [2, 3]}, paper={"fig_set": "c1"}, cpu=_CPU_RUNS),
     # the heads SED trains (cut "block": the last block's MLP branch + norms + classifier) at the width of the
     # scale's backbone: the cpu ViT (48, MLP 96, 10 classes), DeiT3-B at paper (768, MLP 3072, 1000 classes)
+    # loss_sizes / loss_steps: the ensemble loss timed alone (its pair term), at sizes where pairs dominate
     "sed/cost_step_time": _scaled(common={"sizes": [2, 5, 10, 20, 50], "steps": 30, "repeats": 3, "head": "block",
-                                          "dim": 48, "hidden": 96, "classes": 10, "bench_batch": 64},
-                                  smoke={"sizes": [2, 5], "steps": 3, "repeats": 1},
-                                  paper={"dim": 768, "hidden": 3072, "classes": 1000}),
+                                          "dim": 48, "hidden": 96, "classes": 10, "bench_batch": 64,
+                                          "loss_sizes": [20, 50, 100, 200], "loss_steps": 20},
+                                  smoke={"sizes": [2, 5], "steps": 3, "repeats": 1, "loss_sizes": [2, 5],
+                                         "loss_steps": 3},
+                                  paper={"dim": 768, "hidden": 3072, "classes": 1000,
+                                         "loss_sizes": [10, 20, 50, 100]}),
 }
 
 # a dry run of the paper presets (ensdiv run --dry-run): DeiT3-B's architecture (random weights), a few fake images
 add_dry_blocks(PRESETS, {"epochs": 1, "batch_size": 8, "members": 3, "large_members": 3, "n_resamples": 200,
-                         "lams": [0.0, 0.1], "sizes": [2, 3], "steps": 3, "repeats": 1, "seeds": [0, 1]})
+                         "lams": [0.0, 0.1], "sizes": [2, 3], "steps": 3, "repeats": 1, "seeds": [0, 1],
+                         "loss_sizes": [10, 20], "loss_steps": 2})
 
 
 def preset(stem: str, scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any):
@@ -244,7 +253,8 @@ def method_recipes(cfg: dict, method: str, members: int | None = None, *, lam: f
     ``naive_a2d_shared`` / ``naive_divdis_shared`` keep that start and show it);
     ``sed_gen`` / ``sed_det`` / ``sed_sem`` / ``sed_m50``: one M-head recipe mirroring, field by field, the
     released config behind the paper's SED rows (:data:`RELEASED_CONFIGS`: optimiser, learning rate, weight
-    decay, batch, label smoothing, |I|, M, λ; what does not transfer is in :data:`NOT_TRANSFERABLE`): OOD_gen
+    decay, batch, label smoothing, |I|, M, λ; at smoke and cpu the learning rate and batch are the scale's,
+    :data:`~ensdiv.chapters.sed.release.STEP_FIELDS`; what does not transfer is in :data:`NOT_TRANSFERABLE`): OOD_gen
     (λ 0) for Table 2's M = 5 rows, the covariate (λ 5) and semantic (λ 0.5) configs for Tables 1 and 3, and
     50_models (M 50, λ 0.0002) for Table 2's large ensembles; λ = ``lam_gen`` / ``lam_det`` / ``lam_sem`` /
     ``lam_m50`` (the released values; ``lam`` overrides it, for the λ sweep). ``sed_text``: the §4.1 text's
@@ -265,6 +275,8 @@ def method_recipes(cfg: dict, method: str, members: int | None = None, *, lam: f
                               seed=cfg["seed"] + run, init=init, **one)]
     if method in RELEASED_CONFIGS:
         optim, heads = released_hp(method)
+        if cfg["scale"] != "paper":  # the update budget is the scale's (NOT_TRANSFERABLE)
+            optim.update({k: cfg[k] for k in STEP_FIELDS})
         if method == "sed_m50" and not members:
             m = heads["members"]
         lam_ = cfg[f"lam_{method[4:]}"] if lam is None else lam
@@ -384,13 +396,18 @@ def ensemble_logits(cfg: dict, method: str, role: str, members: int | None = Non
     return _restrict(cfg, role, _apply(heads, feats))
 
 
+def start_head(cfg: dict) -> nn.Module:
+    """The backbone's own head at the scale's cut (a copy): the single model's head, and the shared start of the
+    members of every method in :data:`SHARED_START`."""
+    bb = backbone_recipe(cfg)
+    model = stream_backbone(bb)[0] if cfg["scale"] == "paper" else ed.train_recipe(bb)
+    return vit_block_head(model) if cfg["cut"] == "block" else copy.deepcopy(model.get_classifier())
+
+
 def single_logits(cfg: dict, role: str) -> Tensor:
     """The backbone's own prediction (the "single model" row), ``(1, N, C)``."""
     feats, _ = set_features(cfg, role)
-    bb = backbone_recipe(cfg)
-    model = stream_backbone(bb)[0] if cfg["scale"] == "paper" else ed.train_recipe(bb)
-    head = vit_block_head(model) if cfg["cut"] == "block" else copy.deepcopy(model.get_classifier())
-    return _restrict(cfg, role, _apply([head], feats))
+    return _restrict(cfg, role, _apply([start_head(cfg)], feats))
 
 
 def soup_logits(cfg: dict, method: str, role: str, members: int | None = None, *, seed: int = 0) -> Tensor:
@@ -526,10 +543,13 @@ def committee_correct(cfg: dict, role: str) -> Tensor | None:
 from ensdiv.chapters.sed.evidence import (  # noqa: E402  (they call the functions above)
     chance_gate,
     correct_per_image,
+    diversified_gate,
     exponent_null,
     flips,
     member_correct,
     member_gate,
+    member_movement,
+    movement_rows,
     nested,
     per_seed,
     seed_auroc,

@@ -15,7 +15,7 @@ import ensdiv as ed
 from ensdiv.errors import unknown_name
 from ensdiv.models.stack import HeadStack, TokenMLPHead
 
-__all__ = ["TIMED_LOSSES", "timing_head", "time_steps", "fit_exponent"]
+__all__ = ["TIMED_LOSSES", "timing_head", "time_steps", "time_loss", "fit_exponent"]
 
 
 #: The ensemble losses the cost page times: SED on its member subset, and the naive variants on every member.
@@ -67,6 +67,35 @@ def time_steps(members: int, loss: str, *, head: str = "linear", dim: int = 48, 
         if device != "cpu":
             torch.cuda.synchronize(device)
         times.append((time.perf_counter() - t0) / steps)
+    return float(np.median(times))
+
+
+def time_loss(members: int, loss: str, *, classes: int = 10, batch: int = 64, steps: int = 20, pairs: str = "all",
+              subset: int = 2, lam: float = 1.0, seed: int = 0, device: str = "cpu") -> float:
+    """Median seconds of the ensemble loss alone — its forward and backward on given member logits, the members'
+    own forwards left out — over ``steps`` calls after two warm-up calls: the term whose cost §4.4 states (pairs of
+    members). ``sed`` computes it on |I| = ``subset`` drawn members; a naive loss on every member, over a labelled
+    batch and an unlabeled batch of ``batch`` samples each (``pairs`` for ``naive_a2d``)."""
+    if loss not in TIMED_LOSSES:
+        raise unknown_name("timed loss", loss, TIMED_LOSSES)
+    gen = torch.Generator().manual_seed(seed)
+    paired = loss != "sed"
+    logits = torch.randn(members, 2 * batch if paired else batch, classes, generator=gen).to(device)
+    logits.requires_grad_(True)
+    y = torch.randint(0, classes, (batch,), generator=gen).to(device)
+    fn = ed.losses.ensemble_loss(loss)
+    opts = {"pairs": pairs} if loss == "naive_a2d" else {} if paired else {"subset": subset, "generator": gen}
+    times = []
+    for i in range(steps + 2):
+        if device != "cpu":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        fn(logits, y, lam=lam, **opts).backward()
+        if device != "cpu":
+            torch.cuda.synchronize(device)
+        if i >= 2:
+            times.append(time.perf_counter() - t0)
+        logits.grad = None
     return float(np.median(times))
 
 

@@ -18,15 +18,17 @@ import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
+import torch
 from torch import Tensor
 
 import ensdiv as ed
 from ensdiv import metrics as mt
 from ensdiv.chapters import sed as _sed  # the package importing this module: its names are read at call time
+from ensdiv.errors import InvalidInputError
 
 __all__ = ["seeds", "per_seed", "nested", "seed_values", "seed_auroc", "flips", "member_gate", "chance_gate",
            "member_correct", "unique_per_image", "correct_per_image", "subset_means", "swap_null",
-           "exponent_null"]
+           "exponent_null", "member_movement", "movement_rows", "diversified_gate"]
 
 
 def _ch():
@@ -112,6 +114,49 @@ def chance_gate(a: str, *, name: str) -> ed.report.Check:
     """The detector gate: the AUROC ``a`` lies above chance (0.5) — a comparison of detectors at chance says
     nothing about detection."""
     return ed.report.Check(name, needs=(a,), statistic=lambda v: v[a], region=(">", 0.5))
+
+
+def _flat(module: torch.nn.Module) -> Tensor:
+    return torch.cat([p.detach().double().flatten() for p in module.parameters()])
+
+
+def member_movement(cfg: Mapping, method: str, *, seed: int = 0, members: int | None = None) -> dict[str, float]:
+    """How far training moved the members of run ``seed`` of ``method`` (a method whose members share their start,
+    :data:`~ensdiv.chapters.sed.SHARED_START`): ``moved``, a member's root-mean-square weight change from the shared
+    start (the backbone's own head, :func:`~ensdiv.chapters.sed.start_head`), averaged over the members, and
+    ``spread``, the root-mean-square weight difference of two members, averaged over the pairs (0: one function).
+
+    Raises:
+        InvalidInputError: a method whose members start from distinct random heads (their distances from one
+            another measure the initialisation, not training).
+    """
+    ch = _ch()
+    if method not in ch.SHARED_START:
+        raise InvalidInputError(
+            f"{method!r} starts its members from distinct random heads; their weight distances measure the "
+            f"initialisation. Member movement is defined for the shared-start methods: {', '.join(ch.SHARED_START)}.")
+    start = _flat(ch.start_head(cfg))
+    heads = [h for r in ch.method_recipes(cfg, method, members, seed=seed) for h in ch._heads_of(r)]
+    flat = torch.stack([_flat(h) for h in heads])
+    rms = lambda d: float(d.pow(2).mean().sqrt())  # noqa: E731
+    pairs = [rms(flat[i] - flat[j]) for i, j in itertools.combinations(range(len(flat)), 2)]
+    return {"moved": float(np.mean([rms(w - start) for w in flat])),
+            "spread": float(np.mean(pairs)) if pairs else 0.0}
+
+
+def movement_rows(cfg: Mapping, methods: Mapping[str, str]) -> dict[str, ed.report.Estimate]:
+    """:func:`member_movement` of every run of each method (``{label: method}``) as estimates over the seeds:
+    ``{"weight moved <label>": Estimate, "weight spread <label>": Estimate}``."""
+    runs = {label: [member_movement(cfg, m, seed=s) for s in seeds(cfg)] for label, m in methods.items()}
+    return {f"weight {k} {label}": seed_values([r[k] for r in rs]) for label, rs in runs.items()
+            for k in ("moved", "spread")}
+
+
+def diversified_gate(a: str, b: str, *, name: str) -> ed.report.Check:
+    """The premise that a diversifying method diversified: its members' weight spread ``a`` exceeds the reference's
+    ``b`` (the deep ensemble's, whose members differ by data order only), its interval over the seeds wholly above 0.
+    A gate, never counted: a run that did not move its members apart cannot test what diversification does."""
+    return ed.report.Check(name, needs=(a, b), statistic=lambda v: v[a] - v[b], region=(">", 0.0))
 
 
 _SUBSETS = itertools.count()
