@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import torch
 
 from ensdiv.chapters import packed_ensembles as ch
 from ensdiv.errors import InvalidInputError
@@ -150,3 +151,33 @@ def test_the_committed_record_is_this_presets_curve():
     cfg = ch.preset("tab01_efficient_ensembles", "cpu", verbose=False)
     recorded, note = ch.recorded_curve(cfg, project_root() / ch.RECORD)
     assert sorted(set(recorded.epochs)) == [1, 2, 4, 8], note
+
+
+def test_capacity_premise_compares_the_narrowest_group_with_the_papers_resnet18_pe():
+    from ensdiv.models.packed_resnet import packed_resnet
+
+    def small(alpha, members, gamma):
+        return packed_resnet("small", alpha=alpha, num_estimators=members, gamma=gamma, in_chans=1, img_size=28,
+                             widths=[16, 32, 64])
+
+    single = small(1, 1, 1)
+    # γ = 2 in every layer of 16-32-64: α·16 = 32 channels in M·γ = 8 groups -> 4 (0.25 of the single model's 16);
+    # the paper's ResNet-18 PE-(2,4,2) keeps γ = 1 below 64 channels per group: 128 / 4 = 32 (0.5 of 64)
+    fine = ch.capacity_premise(small(2, 4, 2), single, alpha=2, members=4, gamma=2)
+    assert not fine.met and fine.measured["PE narrowest group (channels)"] == 4
+    assert fine.measured["paper's ResNet-18 PE: narrowest group / single model's"] == 0.5
+    assert "premise 'capacity' unmet" in ch.unmet([fine]) and "capacity to be divided" in ch.unmet([fine])
+    # the reference's layout at this width (γ = 1): 32 / 4 = 8 channels, 0.5, the paper's ratio
+    assert ch.capacity_premise(small(2, 4, 1), single, alpha=2, members=4, gamma=2).met
+    assert ch.premise_facts([fine])["premise capacity met"] is False
+    with pytest.raises(InvalidInputError, match="no convolution after its stem"):
+        ch.narrowest_group(torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.Linear(4, 2)))
+
+
+def test_converged_premise_reads_the_plateau_test_and_names_its_sentence():
+    flat = {"converged": True, "epochs": 2}
+    assert ch.converged_premise(flat, 2).met and not ch.converged_premise(flat, 1, "Not converged at 1").met
+    rising = ch.converged_premise({"converged": False, "epochs": 8}, 8, "Not converged at 8 epochs (rising)")
+    assert not rising.met and "Not converged at 8 epochs" in ch.unmet([rising])
+    assert ch.converged_premise(None, 90).met  # the reference schedule: no curve to test
+    assert ch.unmet([ch.converged_premise(flat, 2)]) == ""

@@ -470,6 +470,21 @@ def test_and_5_every_page_has_a_row_and_a_p_run_is_marked_on_the_claims_page():
     assert "1 claims: 1 holds, 1 no claim." in page
 
 
+def test_an_undecided_claim_says_why_on_its_claims_page_row():
+    """A claim the scale cannot test (a premise it fails) or that cannot decide names its reason on its row of the
+    claims page, not only in its page's notes; a decided claim's row has no such text."""
+    from ensdiv.report import PageRun, claims_page
+
+    why = "premise not testable at this scale: capacity (PE's narrowest group 4 channels, the reference's 8)"
+    base = {"paper": "packed-ensembles", "claim": "PE matches DE.", "checks": [], "values": []}
+    page = claims_page("cpu", [PageRun("notebooks/packed-ensembles/t.ipynb", "ok", records=[
+        {**base, "item": "Table 1", "verdict": "not testable at this scale", "undecided": why},
+        {**base, "item": "Table 2", "verdict": "holds", "undecided": ""}])])
+    rows = [line for line in page.splitlines() if line.startswith("| ") and not line.startswith("| page |")]
+    assert f"why: {why}" in next(r for r in rows if "Table 1" in r)
+    assert "why:" not in next(r for r in rows if "Table 2" in r)
+
+
 # Issue #53, item 3: pages in parallel (each in a process of its own, cores/N threads each).
 @pytest.mark.kernel
 def test_jobs_run_pages_at_once_each_with_its_share_of_the_threads(env, capsys, monkeypatch):

@@ -174,9 +174,11 @@ def test_member_movement_measures_rms_change_from_the_start_and_between_members(
     # members started from distinct random heads: their distances measure the start, refused in one sentence
     with pytest.raises(ed.InvalidInputError, match="distinct random heads"):
         ch.member_movement({}, "naive_a2d")
-    # the premise gate reads the spread difference: passes above the reference, fails at or below it
-    gate = ch.diversified_gate("a", "b", name="premise")
-    assert gate.region == (">", 0.0) and gate.statistic({"a": 0.3, "b": 0.1}) == pytest.approx(0.2)
+    # the premise gate: a SED member moved at least |I|/M of the deep ensemble's distance (2/5 here, by hand:
+    # 0.02 - 0.4 * 0.04 = 0.004 passes; the release's semantic steps on this scale, about 1/40 of that, fail)
+    gate = ch.trained_gate("sed", "de", share=2 / 5, name="premise")
+    assert gate.region == (">", 0.0) and gate.statistic({"sed": 0.02, "de": 0.04}) == pytest.approx(0.004)
+    assert gate.statistic({"sed": 0.0004, "de": 0.04}) < 0
 
 
 def test_time_loss_times_the_loss_alone_and_refuses_unknown_losses():

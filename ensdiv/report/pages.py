@@ -9,7 +9,7 @@ gone, and nothing written outside a finished run of the page reaches the book.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,7 +89,8 @@ def _badge(verdict: str) -> str:
 
 def _claim_rows(pages: Sequence[PageRun]) -> list[dict[str, str]]:
     """One row per claim record of a page that ran (sorted by paper, page), then one per page that failed or
-    has not run at this scale: ``paper``, ``page`` (a link), ``claim``, ``verdict``, ``strength``, ``key``."""
+    has not run at this scale: ``paper``, ``page`` (a link), ``claim``, ``verdict``, ``strength``, ``key`` and,
+    for a claim record, ``why`` (its ``undecided`` reason, empty when it decided)."""
     rows = []
     for page in pages:
         if page.status != "ok":
@@ -97,7 +98,8 @@ def _claim_rows(pages: Sequence[PageRun]) -> list[dict[str, str]]:
         note = f" ({page.note})" if page.note else ""
         for r in sorted(page.records, key=lambda r: (r["paper"], r["item"], r.get("claim_id") or "")):
             rows.append({"paper": r["paper"], "page": _page_link(page.notebook, r["item"]), "claim": r["claim"],
-                         "verdict": r["verdict"], "strength": _strength(r), "key": _key_numbers(r, 3) + note})
+                         "verdict": r["verdict"], "strength": _strength(r), "key": _key_numbers(r, 3) + note,
+                         "why": r.get("undecided") or ""})
         if not page.records:  # a page of measurements or a worked example: listed, with no verdict to show
             rows.append({"paper": Path(page.notebook).parent.name, "verdict": "no claim", "strength": "",
                          "page": _page_link(page.notebook, Path(page.notebook).stem), "key": note.strip(" ()"),
@@ -187,8 +189,7 @@ def claims_page(scale: str, pages: Sequence[PageRun]) -> str:
         mine = [r for r in rows if r["paper"] == c]
         lines += ["", f"(claims-{slug_anchor(c)})=", f"## {c} ({_verdict_counts(mine)})", "",
                   *_table_lines(("page", "claim", "key number"),
-                                [(f"{_badge(r['verdict'])} {r['page']}", _short(r["claim"]),
-                                  r["key"].split("; ")[0] if r["verdict"] not in ("failed", "not run") else r["key"])
+                                [(f"{_badge(r['verdict'])} {r['page']}", _short(r["claim"]), _key_cell(r))
                                  for r in mine])]
     findings = _findings(pages)
     if findings:
@@ -197,6 +198,13 @@ def claims_page(scale: str, pages: Sequence[PageRun]) -> str:
                   *findings]
     lines += ["", "## The verdict rule", "", RULE]
     return "\n".join(lines) + "\n"
+
+
+def _key_cell(row: Mapping[str, str]) -> str:
+    """A claims-page row's last cell: the key number (all of it for a page that failed or did not run) and, for a
+    claim not decided, why (a premise the scale fails, a gate, too few seeds), as its record says."""
+    key = row["key"].split("; ")[0] if row["verdict"] not in ("failed", "not run") else row["key"]
+    return key + (f" — why: {row['why']}" if row.get("why") else "")
 
 
 def slug_anchor(text: str) -> str:

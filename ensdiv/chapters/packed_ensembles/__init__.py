@@ -63,6 +63,14 @@ from ensdiv.chapters.packed_ensembles.methods import (
     recipes_for,
     timing_device,
 )
+from ensdiv.chapters.packed_ensembles.premises import (
+    Premise,
+    capacity_premise,
+    converged_premise,
+    narrowest_group,
+    premise_facts,
+    unmet,
+)
 from ensdiv.chapters.packed_ensembles.speed import (
     GPU_PREMISE,
     TIMING_DTYPES,
@@ -80,6 +88,12 @@ from ensdiv.chapters.packed_ensembles.speed import (
 from ensdiv.errors import unknown_name
 
 __all__ = [
+    "Premise",
+    "capacity_premise",
+    "converged_premise",
+    "narrowest_group",
+    "premise_facts",
+    "unmet",
     "VALIDATION_SET",
     "budget_curve",
     "plateau_budget",
@@ -178,8 +192,8 @@ BASELINES_AS_IMPLEMENTED = [
      "γ = 1 wherever a group would fall below 64 input channels (on 16-32-64 channels: γ off everywhere)",
      "γ applied in every layer (models/packed_resnet.py, min_channels_per_group 0 for 'small' and 'test'): "
      "PE-(2,4,2) members have 4-8-16 channels per group",
-     "PE is split finer than the reference would split it at this width; the effect on Table 1 is not "
-     "measured (it would retrain PE with min_channels_per_group 16, the reference's 64 scaled to the width)"),
+     "PE is split finer than the reference would split it at this width: Table 1 measures it as the paper's "
+     "capacity premise (premises.capacity_premise), which this layout fails"),
     ("all ensembles", "training loss", "cross-entropy averaged over members", "same (member_loss='mean')", "—"),
     ("all", "randomness", "one seed per run", "weights, fast weights and masks from the run's init seed; "
      "data order and MIMO shuffles from its order seed", "—"),

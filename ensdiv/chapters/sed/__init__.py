@@ -64,7 +64,7 @@ __all__ = [
     "auroc_of", "member_accuracy", "committee_correct", "missing_estimate", "bootstrap", "DIAGNOSTIC_METHODS",
     "SHARED_START", "seeds", "per_seed", "nested", "seed_auroc", "seed_values", "flips", "member_gate",
     "chance_gate", "member_correct", "unique_per_image", "correct_per_image", "subset_means", "swap_null",
-    "exponent_null", "start_head", "member_movement", "movement_rows", "diversified_gate", "time_loss", "STEP_FIELDS",
+    "exponent_null", "start_head", "member_movement", "movement_rows", "trained_gate", "time_loss", "STEP_FIELDS",
 ]
 
 SLUG = "sed"
@@ -543,7 +543,6 @@ def committee_correct(cfg: dict, role: str) -> Tensor | None:
 from ensdiv.chapters.sed.evidence import (  # noqa: E402  (they call the functions above)
     chance_gate,
     correct_per_image,
-    diversified_gate,
     exponent_null,
     flips,
     member_correct,
@@ -557,5 +556,6 @@ from ensdiv.chapters.sed.evidence import (  # noqa: E402  (they call the functio
     seeds,
     subset_means,
     swap_null,
+    trained_gate,
     unique_per_image,
 )

@@ -28,7 +28,7 @@ from ensdiv.errors import InvalidInputError
 
 __all__ = ["seeds", "per_seed", "nested", "seed_values", "seed_auroc", "flips", "member_gate", "chance_gate",
            "member_correct", "unique_per_image", "correct_per_image", "subset_means", "swap_null",
-           "exponent_null", "member_movement", "movement_rows", "diversified_gate"]
+           "exponent_null", "member_movement", "movement_rows", "trained_gate"]
 
 
 def _ch():
@@ -152,11 +152,13 @@ def movement_rows(cfg: Mapping, methods: Mapping[str, str]) -> dict[str, ed.repo
             for k in ("moved", "spread")}
 
 
-def diversified_gate(a: str, b: str, *, name: str) -> ed.report.Check:
-    """The premise that a diversifying method diversified: its members' weight spread ``a`` exceeds the reference's
-    ``b`` (the deep ensemble's, whose members differ by data order only), its interval over the seeds wholly above 0.
-    A gate, never counted: a run that did not move its members apart cannot test what diversification does."""
-    return ed.report.Check(name, needs=(a, b), statistic=lambda v: v[a] - v[b], region=(">", 0.0))
+def trained_gate(a: str, b: str, *, share: float, name: str) -> ed.report.Check:
+    """The premise that a method's members trained: their weight change from the shared start ``a`` is at least
+    ``share`` times the reference's ``b`` (the deep ensemble's), its interval over the seeds wholly above 0. SED
+    trains |I| of its M members per step, so ``share`` = |I|/M asks each of its updates to move a member as far as
+    a deep-ensemble update does; a config whose step settings leave its members near the start fails it. A gate,
+    never counted: members that did not train cannot test what the method does."""
+    return ed.report.Check(name, needs=(a, b), statistic=lambda v: v[a] - share * v[b], region=(">", 0.0))
 
 
 _SUBSETS = itertools.count()
