@@ -126,9 +126,10 @@ def test_verdict_counts_against_every_check_the_claim_has():
 def test_holm_agrees_with_statsmodels():
     from statsmodels.stats.multitest import multipletests
 
+    # statsmodels takes about 0.2 s a call here: 24 draws, four of each size from 1 to 6 p-values
     rng = np.random.default_rng(0)
-    for _ in range(200):
-        p = list(rng.uniform(0, 0.12, rng.integers(1, 7)))
+    for m in list(range(1, 7)) * 4:
+        p = list(rng.uniform(0, 0.12, m))
         assert report.holm(p) == multipletests(p, alpha=report.ALPHA, method="holm")[0].tolist()
 
 
