@@ -178,8 +178,8 @@ def claims_page(scale: str, pages: Sequence[PageRun]) -> str:
         "",
         f"Every claim this book tests, with its verdict at the scale the book was built at (**{scale}**), by "
         "the book's one rule (below). Each line gives the key number of the claim with its 90 % interval, the "
-        "paper's in brackets; the page's verdict box says how many checks counted, the key check's p-value "
-        "against its null data, what the claim is about and, for a claim not decided, why. "
+        "paper's in brackets, and, for a claim not decided, why; the page's verdict box says how many checks "
+        "counted, the key check's p-value against its null data and what the claim is about. "
         f"{_calibration_link(pages)}"
         f"{sum(r['verdict'] != 'no claim' for r in rows)} claims: {counts or 'none yet'}.",
         "",
