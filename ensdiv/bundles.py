@@ -11,8 +11,11 @@ under its path in the store (``<kind>/<xx>/<key>.pt``). :func:`import_bundle` tr
   ``torch.load(weights_only=True)`` (the store's decoder: nothing is ever unpickled with code) and the key of
   the configuration stored inside must be the key its name says;
 
-- each member's size must be the manifest's before it is read; it is streamed to a temporary file in its store
-  folder (never held whole in memory beside the others), which is removed whatever happens;
+- each member's size must be the manifest's, at most ``max_entry_bytes`` (:data:`MAX_ENTRY_BYTES` unless raised:
+  ``ensdiv cache import --max-entry-size``) and within the store folder's free space, before it is read; it is
+  streamed to a temporary file in its store folder, its entry header (the store's magic and checksum line) checked
+  on the first bytes and its checksum while it streams, so a member that is not an entry is refused after one
+  chunk, whatever its size; the temporary file is removed whatever happens;
 - a truncated or corrupt archive, a failed download (60 s without data is a failure) or a full disk is one
   sentence;
 
@@ -30,6 +33,7 @@ import io
 import json
 import os
 import re
+import shutil
 import tarfile
 import tempfile
 import time
@@ -37,13 +41,19 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ensdiv.errors import EnsdivError
-from ensdiv.store import Store, _decode, _stored_key, _umask
+from ensdiv.store import _MAGIC, Store, _decode, _stored_key, _umask
 
-__all__ = ["FORMAT", "IMPORTS", "DOWNLOAD_TIMEOUT", "export_bundle", "import_bundle", "imported_entries"]
+__all__ = ["FORMAT", "IMPORTS", "DOWNLOAD_TIMEOUT", "MAX_ENTRY_BYTES", "export_bundle", "import_bundle",
+           "imported_entries"]
 
 FORMAT = "ensdiv-cache-bundle-1"
 _ENTRY = re.compile(r"^[a-z0-9_-]+/[0-9a-f]{2}/([0-9a-f]{64})\.pt$")
 _MAX_MANIFEST = 64 * 2**20
+#: The largest entry an import accepts by default (4 GiB: the book's largest entries, ImageNet-scale models and
+#: feature sets, are far below it); ``import_bundle(max_entry_bytes=...)`` / ``--max-entry-size`` raise it.
+MAX_ENTRY_BYTES = 4 * 2**30
+_HEADER = len(_MAGIC) + 64 + 1  # the store's entry header: magic, hex SHA-256 of the rest, newline
+_HEX = re.compile(rb"^[0-9a-f]{64}\n$")
 
 
 def export_bundle(store: Store, paths: Iterable[str], file: str | Path, *, scale: str) -> dict:
@@ -134,7 +144,7 @@ def imported_entries(store: Store) -> dict[str, dict]:
     return out
 
 
-def import_bundle(store: Store, source: str | Path) -> dict:
+def import_bundle(store: Store, source: str | Path, *, max_entry_bytes: int = MAX_ENTRY_BYTES) -> dict:
     """Check every entry of a bundle and add those the store lacks (see the module docstring); record what was
     added, from which bundle (its SHA-256), at which scale and when, in the store's :data:`IMPORTS` (a bundle is
     trusted input, like code: the book says which pages used its entries).
@@ -144,12 +154,15 @@ def import_bundle(store: Store, source: str | Path) -> dict:
 
     Raises:
         EnsdivError: not a bundle, a truncated or corrupt archive, a download that failed, a member that is not
-            a listed store entry (or sits under another key's folder, or is larger than the manifest says), a
-            checksum or key mismatch, an entry that does not load as weights — one sentence naming it.
+            a listed store entry (or sits under another key's folder, or is larger than the manifest says, than
+            ``max_entry_bytes`` or than the free space), a header, checksum or key mismatch, an entry that does not
+            load as weights — one sentence naming it.
     """
+    if max_entry_bytes < 1:
+        raise EnsdivError(f"The largest entry to import must be at least 1 byte, got {max_entry_bytes}.")
     path, temporary = _fetch(str(source))
     try:
-        return _import(store, path, str(source))
+        return _import(store, path, str(source), max_entry_bytes)
     finally:
         if temporary:
             path.unlink(missing_ok=True)
@@ -163,7 +176,7 @@ def _sha_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def _import(store: Store, path: Path, source: str) -> dict:
+def _import(store: Store, path: Path, source: str, max_entry_bytes: int) -> dict:
     import zlib
 
     staged: list[tuple[Path, Path]] = []  # (temporary file, final path) of entries checked and not yet present
@@ -176,7 +189,7 @@ def _import(store: Store, path: Path, source: str) -> dict:
         with tar:
             try:
                 manifest, listed, members = _manifest(tar, source)
-                entries = _check_members(store, tar, members, listed, source, staged)
+                entries = _check_members(store, tar, members, listed, source, staged, max_entry_bytes)
             except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
                 if isinstance(exc, OSError) and not isinstance(exc, EOFError) and exc.strerror:
                     raise EnsdivError(f"Could not import {source} into {store.root} ({exc.strerror}); nothing was "
@@ -222,9 +235,10 @@ def _manifest(tar: tarfile.TarFile, source: str) -> tuple[dict, dict[str, tuple[
 
 
 def _check_members(store: Store, tar: tarfile.TarFile, members: list, listed: dict, source: str,
-                   staged: list[tuple[Path, Path]]) -> int:
-    """Check each member against the manifest (its size before it is read, then its SHA-256, checksum,
-    decoding and key), streaming it to a temporary file in its store folder; returns the number of entries."""
+                   staged: list[tuple[Path, Path]], max_entry_bytes: int) -> int:
+    """Check each member against the manifest (its size before it is read, against the cap and the free space
+    too; its entry header on the first chunk; then its SHA-256, checksum, decoding and key), streaming it to a
+    temporary file in its store folder; returns the number of entries."""
     seen = set()
     for m in members:
         if m.name == "manifest.json":
@@ -241,16 +255,37 @@ def _check_members(store: Store, tar: tarfile.TarFile, members: list, listed: di
         if m.size != size:
             raise EnsdivError(f"The member {m.name!r} of {source} holds {m.size} bytes where its manifest lists "
                               f"{size}; nothing was imported.")
+        if m.size > max_entry_bytes:
+            raise EnsdivError(f"The member {m.name!r} of {source} is {m.size} bytes, over the largest entry an import "
+                              f"accepts ({max_entry_bytes}; `ensdiv cache import --max-entry-size` raises it); "
+                              "nothing was imported.")
         final = store.root / m.name
         final.parent.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(final.parent).free
+        if m.size > free:
+            raise EnsdivError(f"The member {m.name!r} of {source} needs {m.size} bytes and {final.parent} has {free} "
+                              "free; nothing was imported.")
         fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".import-", suffix=".tmp")
         staged.append((Path(tmp), final))
-        h = hashlib.sha256()
+        h, inner = hashlib.sha256(), hashlib.sha256()
+        head = b""
         with open(fd, "wb") as fh, tar.extractfile(m) as src:
             while chunk := src.read(2**20):
                 h.update(chunk)
+                if len(head) < _HEADER:  # the entry header, checked before anything more is read
+                    take = _HEADER - len(head)
+                    head, chunk_rest = head + chunk[:take], chunk[take:]
+                    if len(head) == _HEADER and not (head.startswith(_MAGIC) and _HEX.match(head[len(_MAGIC):])):
+                        raise EnsdivError(f"The member {m.name!r} of {source} does not start with a store entry's "
+                                          "header; nothing was imported.")
+                    inner.update(chunk_rest)
+                else:
+                    inner.update(chunk)
                 fh.write(chunk)
             os.fchmod(fh.fileno(), 0o666 & ~_umask())  # the permissions of any new file, as the store's own
+        if len(head) < _HEADER or inner.hexdigest().encode() != head[len(_MAGIC):-1]:
+            raise EnsdivError(f"The member {m.name!r} of {source} does not match its own header checksum; nothing "
+                              "was imported.")
         if h.hexdigest() != digest:
             raise EnsdivError(f"The member {m.name!r} of {source} does not match its manifest's SHA-256; "
                               "nothing was imported.")

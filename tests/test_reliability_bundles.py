@@ -130,3 +130,94 @@ def test_imported_entries_get_the_permissions_of_any_new_file(tmp_path, monkeypa
     assert store.load("kind", {"a": 1}) == {"v": 1}
     assert config_key({"a": 1}) == Path(rel).stem
     assert os.access(store.root / rel, os.R_OK)
+
+
+def _zeros_bundle(path: Path, mib: int) -> Path:
+    """A gzip bomb with a consistent manifest: one store-path member of ``mib`` MiB of zeros (its true size and
+    SHA-256 listed), streamed into the archive without holding it."""
+    rel = "kind/ab/" + "ab" * 32 + ".pt"
+    h = hashlib.sha256()
+    chunk = bytes(2**20)
+    for _ in range(mib):
+        h.update(chunk)
+    manifest = json.dumps({"format": bundles.FORMAT, "scale": "cpu",
+                           "entries": [{"path": rel, "sha256": h.hexdigest(), "bytes": mib * 2**20}]}).encode()
+
+    class Zeros(io.RawIOBase):
+        left = mib * 2**20
+
+        def readable(self):
+            return True
+
+        def readinto(self, b):
+            n = min(len(b), self.left)
+            b[:n] = bytes(n)
+            self.left -= n
+            return n
+
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+        info = tarfile.TarInfo(rel)
+        info.size = mib * 2**20
+        tar.addfile(info, io.BufferedReader(Zeros()))
+    return path
+
+
+def test_a_gzip_bomb_with_a_consistent_manifest_is_refused_after_one_chunk_in_bounded_memory(tmp_path):
+    """The probe's bomb, at 256 MiB: refused on its first chunk (no entry header), nothing left in the store, and
+    the importing process grows by far less than the member (it used to read it whole, twice)."""
+    import subprocess
+    import sys
+
+    bomb = _zeros_bundle(tmp_path / "bomb.tar.gz", 256)
+    assert bomb.stat().st_size < 2 * 2**20
+    code = ("import resource, sys\nfrom ensdiv import bundles\nfrom ensdiv.store import Store\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "try:\n    bundles.import_bundle(Store(sys.argv[2]), sys.argv[1])\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+            "print('grew_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(bundles.__file__).parents[1])}  # this checkout's package
+    out = subprocess.run([sys.executable, "-c", code, str(bomb), str(tmp_path / "dest")], capture_output=True,
+                         text=True, check=True, env=env)
+    assert "EnsdivError" in out.stdout and "does not start with a store entry's header" in out.stdout, out.stdout
+    grew = int(out.stdout.split("grew_kib")[1])
+    assert grew < 64 * 1024, f"the import grew by {grew} KiB for a 256 MiB member"
+    assert not [p for p in (tmp_path / "dest").rglob("*") if p.is_file()]
+
+
+def test_a_member_over_the_entry_cap_is_refused_before_it_is_read(tmp_path):
+    bundle, store, rel = _bundle(tmp_path)
+    size = json.loads(tarfile.open(bundle).extractfile("manifest.json").read())["entries"][0]["bytes"]
+    with pytest.raises(EnsdivError, match=rf"is {size} bytes, over the largest entry an import accepts \(100;"):
+        bundles.import_bundle(store, bundle, max_entry_bytes=100)
+    assert not [p for p in store.root.rglob("*") if p.is_file()]
+    assert bundles.import_bundle(store, bundle, max_entry_bytes=size)["added"] == 1  # at the cap: accepted
+    with pytest.raises(EnsdivError, match="at least 1 byte"):
+        bundles.import_bundle(store, bundle, max_entry_bytes=0)
+
+
+def test_a_member_larger_than_the_free_space_is_refused_in_one_sentence(tmp_path, monkeypatch):
+    bundle, store, _ = _bundle(tmp_path)
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(bundles.shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 10, 10))
+    with pytest.raises(EnsdivError, match=r"needs \d+ bytes and .* has 10 free; nothing was imported") as err:
+        bundles.import_bundle(store, bundle)
+    assert "\n" not in str(err.value)
+    assert not list(store.root.rglob("*.pt")) and not list(store.root.rglob("*.tmp"))
+
+
+def test_an_entry_whose_header_checksum_does_not_hold_is_refused(tmp_path):
+    """A member with the store's header but a body that does not match it (its manifest consistent with it)."""
+    body = b"not the body the header hashes"
+    data = b"ensdiv-store-v1 " + b"0" * 64 + b"\n" + body
+    rel = "kind/cd/" + "cd" * 32 + ".pt"
+    bad = _tar(tmp_path / "h.tar", [{"path": rel, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}],
+               [(rel, data)])
+    store = Store(tmp_path / "dest")
+    with pytest.raises(EnsdivError, match="does not match its own header checksum"):
+        bundles.import_bundle(store, bad)
+    assert not list(store.root.rglob("*.pt")) and not list(store.root.rglob("*.tmp"))

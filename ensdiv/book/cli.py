@@ -23,7 +23,7 @@ from ensdiv.book.processes import signals_as_interrupts
 from ensdiv.book.run import resolve_notebook, run_notebooks, summary, toc_notebooks
 from ensdiv.book.site import build_book, page_states
 from ensdiv.book.stamps import cache_entries
-from ensdiv.bundles import export_bundle, import_bundle
+from ensdiv.bundles import MAX_ENTRY_BYTES, export_bundle, import_bundle
 from ensdiv.chapters import zoo
 from ensdiv.config import check_scale
 from ensdiv.data import list_datasets
@@ -138,7 +138,8 @@ def _cmd_cache(args: argparse.Namespace) -> int:
             print(f"No temporary file of a killed writer in {store.root}.")
     else:
         store.check_writable()
-        out = import_bundle(store, args.file)
+        cap = MAX_ENTRY_BYTES if args.max_entry_size is None else int(args.max_entry_size * 2**30)
+        out = import_bundle(store, args.file, max_entry_bytes=cap)
         print(f"{out['entries']} entries of a {out['scale']}-scale bundle (SHA-256 {out['bundle'][:12]}) checked; "
               f"{out['added']} added to {store.root}, {out['present']} already there. The pages that use them say so "
               "in their verdict box.")
@@ -223,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--scale", default="cpu")
     imp = cache_sub.add_parser("import", help="check a bundle entry by entry and add what the cache lacks")
     imp.add_argument("file", help="a bundle file or an http(s) URL")
+    imp.add_argument("--max-entry-size", type=float, default=None, metavar="GIB",
+                     help="the largest entry to accept, in GiB (default 4: a member stated larger is refused before "
+                          "it is read)")
     gc = cache_sub.add_parser("gc", help="remove the temporary files killed writers left in the cache")
     gc.add_argument("--min-age", type=float, default=3600.0,
                     help="only files not written to for this many seconds (default 3600)")
