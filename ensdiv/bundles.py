@@ -215,6 +215,22 @@ def _import(store: Store, path: Path, source: str, max_entry_bytes: int) -> dict
             tmp.unlink(missing_ok=True)
 
 
+def _load_checked(path: Path) -> dict | None:
+    """The ``{"config", "payload"}`` dict of an entry file whose header and checksum were checked while it was
+    streamed, loaded from the file after its header (``weights_only``: nothing unpickled with code), not from a
+    copy of its bytes in memory; ``None`` when it does not load as an entry."""
+    import torch
+
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(_HEADER)
+            obj = torch.load(fh, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - any unpickling failure means a bad entry
+        return None
+    ok = isinstance(obj, dict) and set(obj) - {"code"} == {"config", "payload"} and isinstance(obj["config"], dict)
+    return obj if ok else None
+
+
 def _manifest(tar: tarfile.TarFile, source: str) -> tuple[dict, dict[str, tuple[str, int]], list]:
     members = tar.getmembers()
     names = [m.name for m in members]
@@ -276,20 +292,20 @@ def _check_members(store: Store, tar: tarfile.TarFile, members: list, listed: di
                     take = _HEADER - len(head)
                     head, chunk_rest = head + chunk[:take], chunk[take:]
                     if len(head) == _HEADER and not (head.startswith(_MAGIC) and _HEX.match(head[len(_MAGIC):])):
-                        raise EnsdivError(f"The member {m.name!r} of {source} does not start with a store entry's "
-                                          "header; nothing was imported.")
+                        raise EnsdivError(f"The member {m.name!r} of {source} is not a sound entry of its key (it "
+                                          "does not start with a store entry's header); nothing was imported.")
                     inner.update(chunk_rest)
                 else:
                     inner.update(chunk)
                 fh.write(chunk)
             os.fchmod(fh.fileno(), 0o666 & ~_umask())  # the permissions of any new file, as the store's own
-        if len(head) < _HEADER or inner.hexdigest().encode() != head[len(_MAGIC):-1]:
-            raise EnsdivError(f"The member {m.name!r} of {source} does not match its own header checksum; nothing "
-                              "was imported.")
         if h.hexdigest() != digest:
             raise EnsdivError(f"The member {m.name!r} of {source} does not match its manifest's SHA-256; "
                               "nothing was imported.")
-        obj = _decode(Path(tmp).read_bytes())
+        if len(head) < _HEADER or inner.hexdigest().encode() != head[len(_MAGIC):-1]:
+            raise EnsdivError(f"The member {m.name!r} of {source} is not a sound entry of its key (its own header "
+                              "checksum does not hold); nothing was imported.")
+        obj = _load_checked(Path(tmp))
         if obj is None or _stored_key(obj) != key:
             raise EnsdivError(f"The member {m.name!r} of {source} is not a sound entry of its key (checksum, "
                               "format or configuration); nothing was imported.")
