@@ -82,12 +82,17 @@ def export_bundle(store: Store, paths: Iterable[str], file: str | Path, *, scale
     manifest = {"format": FORMAT, "scale": scale, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "entries": entries}
     file.parent.mkdir(parents=True, exist_ok=True)
     tmp = file.with_name(file.name + ".partial")
-    with tarfile.open(tmp, "w:gz" if file.name.endswith(".gz") else "w") as tar:
-        for name, data in [("manifest.json", json.dumps(manifest, indent=1).encode()), *blobs.items()]:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    tmp.replace(file)
+    try:
+        with tarfile.open(tmp, "w:gz" if file.name.endswith(".gz") else "w") as tar:
+            for name, data in [("manifest.json", json.dumps(manifest, indent=1).encode()), *blobs.items()]:
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+                tar.addfile(info, io.BytesIO(data))
+        tmp.replace(file)
+    except OSError as exc:  # a full or read-only disk: one sentence, and no partial bundle left behind
+        tmp.unlink(missing_ok=True)
+        raise EnsdivError(f"Could not write the bundle {file} ({exc.strerror or type(exc).__name__}); nothing was "
+                          "written.") from None
     return {"file": str(file), "entries": len(entries), "bytes": sum(e["bytes"] for e in entries),
             "skipped": skipped}
 
@@ -260,8 +265,12 @@ def _check_members(store: Store, tar: tarfile.TarFile, members: list, listed: di
         if m.name == "manifest.json":
             continue
         match = _ENTRY.match(m.name)
-        if not m.isfile() or not match or m.name not in listed:
+        if not match or m.name not in listed:
             raise EnsdivError(f"The member {m.name!r} of {source} is not a store entry its manifest lists; "
+                              "nothing was imported.")
+        if not m.isfile():  # listed, at a store path, but a link or a special file: an entry is a regular file
+            kind = "a symbolic link" if m.issym() else "a hard link" if m.islnk() else "not a regular file"
+            raise EnsdivError(f"The member {m.name!r} of {source} is {kind}, and a store entry is a regular file; "
                               "nothing was imported.")
         key = match.group(1)
         if m.name.split("/")[1] != key[:2]:

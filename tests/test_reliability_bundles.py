@@ -221,3 +221,39 @@ def test_an_entry_whose_header_checksum_does_not_hold_is_refused(tmp_path):
     with pytest.raises(EnsdivError, match="its own header checksum does not hold"):
         bundles.import_bundle(store, bad)
     assert not list(store.root.rglob("*.pt")) and not list(store.root.rglob("*.tmp"))
+
+
+def test_a_listed_member_that_is_a_link_is_refused_as_a_link(tmp_path):
+    rel = "kind/ab/" + "ab" * 32 + ".pt"
+    entry = [{"path": rel, "sha256": "0" * 64, "bytes": 0}]
+    for kind, make in (("a symbolic link", tarfile.SYMTYPE), ("a hard link", tarfile.LNKTYPE)):
+        path = tmp_path / "link.tar"
+        manifest = json.dumps({"format": bundles.FORMAT, "scale": "cpu", "entries": entry}).encode()
+        with tarfile.open(path, "w") as tar:
+            info = tarfile.TarInfo("manifest.json")
+            info.size = len(manifest)
+            tar.addfile(info, io.BytesIO(manifest))
+            link = tarfile.TarInfo(rel)
+            link.type, link.linkname = make, "manifest.json"
+            tar.addfile(link)
+        store = Store(tmp_path / "dest")
+        with pytest.raises(EnsdivError, match=f"is {kind}, and a store entry is a regular file"):
+            bundles.import_bundle(store, path)
+        assert not list(store.root.rglob("*.pt"))
+
+
+def test_an_export_to_a_full_disk_is_one_sentence_and_leaves_no_partial_bundle(tmp_path, monkeypatch):
+    import errno
+
+    src = Store(tmp_path / "src")
+    rel = src.save("kind", {"a": 1}, {"v": 1}).relative_to(src.root).as_posix()
+
+    def full(self, info, fileobj=None):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tarfile.TarFile, "addfile", full)
+    out = tmp_path / "x.tar"
+    with pytest.raises(EnsdivError, match=r"Could not write the bundle .*x\.tar \(No space left on device\)") as err:
+        bundles.export_bundle(src, [rel], out, scale="cpu")
+    assert "\n" not in str(err.value)
+    assert not out.exists() and not (tmp_path / "x.tar.partial").exists()

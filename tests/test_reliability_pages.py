@@ -564,3 +564,44 @@ def test_the_estimate_prefers_the_one_run_record_of_a_page_over_the_older_one(tm
         assert book_run.recorded_seconds("smoke") == {}
     finally:
         book_run.recorded_seconds.cache_clear()
+
+
+def test_a_build_folder_probe_writes_bytes_so_a_disk_that_takes_no_more_fails_it(tmp_path):
+    """An empty probe file is made even where no byte fits (a full disk); the probe writes a block, so the
+    build folder's check fails there. Simulated with a file-size limit of 0 bytes in a child process."""
+    import subprocess
+    import sys
+
+    code = ("import resource, signal, sys\nfrom pathlib import Path\nfrom ensdiv.paths import prove_writable\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
+            "try:\n    prove_writable(Path(sys.argv[1]))\n    print('writable')\n"
+            "except OSError as exc:\n    print('refused', exc.errno)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "full")], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(Path(ensdiv.paths.__file__).parents[1])})
+    assert out.stdout.startswith("refused"), out.stdout + out.stderr
+    assert not [p for p in (tmp_path / "full").iterdir()]  # the probe is removed all the same
+
+
+@pytest.mark.kernel
+def test_a_page_whose_folder_cannot_be_written_fails_in_one_sentence_and_the_next_page_runs(env, monkeypatch):
+    """A full disk under one page's folder (its lock cannot be written): that page fails in one sentence naming
+    the folder, leaves no lock file, and the run goes on to the next page."""
+    import errno
+
+    first = _notebook(env / "pages" / "full" / "a.ipynb", "x = 1")
+    second = _notebook(env / "pages" / "ok" / "b.ipynb", "x = 2")
+    real_lock = runner._notebook_lock
+
+    def lock(out):
+        if out.parent.name == "full":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_lock(out)
+
+    monkeypatch.setattr(runner, "_notebook_lock", lock)
+    a, b = runner.run_notebooks([first, second], scale="cpu", out_root=env / "out", progress=False,
+                                root=env / "pages")
+    assert a.status == "failed" and "\n" not in a.error
+    assert a.error.startswith(f"Could not write into the build folder {env / 'out' / 'full'} (No space left on device)")
+    assert not (env / "out" / "full" / "a.lock").exists()
+    assert b.status == "ok", b.error

@@ -206,6 +206,27 @@ def _notebook_lock(out: Path) -> Iterator[None]:
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
+def _page_lock(nb: Path, out: Path, params: dict[str, Any]) -> contextlib.ExitStack | NotebookResult:
+    """The page's folder made and its lock held (an exit stack that releases it), or, where the folder cannot be
+    written (a full or read-only disk), the page's failed result in one sentence naming the folder: the run goes
+    on to the next page, and no empty lock file is left behind."""
+    stack = contextlib.ExitStack()
+    lock_file = out.with_suffix(".lock")
+    existed = lock_file.exists()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        stack.enter_context(_notebook_lock(out))
+    except OSError as exc:
+        stack.close()
+        if not existed:
+            with contextlib.suppress(OSError):
+                lock_file.unlink(missing_ok=True)
+        return NotebookResult(nb, out, "failed", 0.0, params=params,
+                              error=f"Could not write into the build folder {out.parent} ({unwritable_reason(exc)}); "
+                                    "the page did not run, the next pages do.")
+    return stack
+
+
 def _remove_stale_partials(out: Path) -> None:
     """Remove ``<name>.partial-<pid>.ipynb`` files (and claim staging folders, read logs) of runs whose
     process is gone: an interrupted run left them."""
@@ -318,10 +339,15 @@ def run_notebooks(
     for nb in notebooks:
         rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
         out = out_root / rel
-        out.parent.mkdir(parents=True, exist_ok=True)
         all_params = {"scale": scale, **params}
         stamp = page_stamp(nb, all_params, base)
-        with _notebook_lock(out):
+        lock = _page_lock(nb, out, all_params)
+        if isinstance(lock, NotebookResult):  # its folder cannot be written (a full or read-only disk)
+            results.append(lock)
+            if progress:
+                print(f"  [FAILED] {rel}: {lock.error}", flush=True)
+            continue
+        with lock:
             _remove_stale_partials(out)
             why = "--force" if force else rerun_reason(out, stamp)
             if why is None:
