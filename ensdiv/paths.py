@@ -36,8 +36,12 @@ def prove_writable(folder: Path) -> Path:
     would make all of their ledger entries stale."""
     folder.mkdir(parents=True, exist_ok=True)
     fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-", suffix=".tmp")
-    os.close(fd)
-    os.unlink(probe)
+    try:  # an empty file is made even on a full disk: the probe writes a block, as any page's output would
+        os.write(fd, bytes(4096))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        os.unlink(probe)
     return folder
 
 
