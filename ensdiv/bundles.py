@@ -232,6 +232,8 @@ def _load_checked(path: Path) -> dict | None:
             obj = torch.load(fh, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 - any unpickling failure means a bad entry
         return None
+    # the shape test of ensdiv.store._decode, which takes bytes; sharing it would change a function every page
+    # runs and stale every dry run
     ok = isinstance(obj, dict) and set(obj) - {"code"} == {"config", "payload"} and isinstance(obj["config"], dict)
     return obj if ok else None
 
