@@ -78,7 +78,8 @@ from ensdiv.errors import InvalidInputError, unknown_name
 
 __all__ = ["SCALES", "Config", "PresetSummary", "resolve_preset", "check_scale", "Range", "at_least", "between",
            "one_of", "DEFAULT_RANGES", "check_field", "MAX_DEPTH", "MAX_ELEMENTS", "plain_data_problem", "type_of",
-           "field_type", "DRY_RUN_ENV", "DRY_SIZE_KEYS", "dry_run", "check_dry_block", "register_list_token",
+           "field_type", "SIZE_HEADROOM", "MAX_SIZE", "size_bound", "DRY_RUN_ENV", "DRY_SIZE_KEYS", "dry_run",
+           "check_dry_block", "register_list_token",
            "list_holds"]
 
 SCALES = ("smoke", "cpu", "paper")
@@ -501,6 +502,58 @@ def check_field(name: str, key: str, value: Any, default: Any, cfg: Config, decl
             raise InvalidInputError(f"Parameter {key!r} of preset {name!r} {why}, got {got}.")
 
 
+#: a size a parameter sets (members, epochs, steps, images, subsets, draws, resamples, batches ...: these names and
+#: :data:`DRY_SIZE_KEYS`) may be at most this many times the largest value its preset gives it at any scale
+SIZE_HEADROOM = 10
+#: the bound of a size whose preset gives no number (``None``: all the images), and of any size at all: more images,
+#: steps or draws than any run of the book could use
+MAX_SIZE = 10**8
+_COUNT_KEYS = ("num_*", "max_*", "epochs", "steps", "repeats", "n_resamples")
+
+
+def _largest(values: list[Any]) -> float | None:
+    """The largest number among ``values`` and the elements of the lists among them (``None`` when none)."""
+    nums = [v for x in values for v in (x if isinstance(x, list) else [x])
+            if isinstance(v, int | float) and not isinstance(v, bool)]
+    return max(nums) if nums else None
+
+
+def size_bound(key: str, spec: dict[str, Any]) -> tuple[float, str] | None:
+    """The largest value a parameter may give the size field ``key`` of preset ``spec`` and why (``None`` when
+    ``key`` is no size): :data:`SIZE_HEADROOM` times the largest value the preset gives it at any scale, at most
+    :data:`MAX_SIZE`. A seed list is sized by its length, not its values.
+
+    >>> size_bound("epochs", {"common": {}, "smoke": {"epochs": 1}, "cpu": {"epochs": 5}, "paper": {"epochs": 200}})
+    (2000, '10 × 200, the largest value its preset gives it')
+    """
+    if "seed" in key or not any(fnmatch.fnmatchcase(key, p) for p in (*_COUNT_KEYS, *DRY_SIZE_KEYS)):
+        return None
+    largest = _largest([spec.get(b, {}).get(key) for b in ("common", *SCALES)])
+    if not largest or largest < 1:
+        return MAX_SIZE, "the bound of a size its preset leaves open"
+    bound = min(SIZE_HEADROOM * largest, MAX_SIZE)
+    return bound, f"{SIZE_HEADROOM} × {largest:g}, the largest value its preset gives it"
+
+
+def _check_size(name: str, key: str, value: Any, spec: dict[str, Any]) -> None:
+    """Refuse a parameter that sets a size beyond :func:`size_bound` (each element of a list), or a seed list
+    longer than :data:`SIZE_HEADROOM` times the preset's longest, in one sentence with the bound."""
+    if "seed" in key and isinstance(value, list):
+        longest = max([len(v) for b in ("common", *SCALES) if isinstance(v := spec.get(b, {}).get(key), list)] + [1])
+        if len(value) > SIZE_HEADROOM * longest:
+            raise InvalidInputError(f"Parameter {key!r} of preset {name!r} may list at most {SIZE_HEADROOM * longest} "
+                                    f"seeds ({SIZE_HEADROOM} × the preset's {longest}), got {len(value)}.")
+        return
+    bound = size_bound(key, spec)
+    if bound is None or value is None:
+        return
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, int | float) and not isinstance(item, bool) and item > bound[0]:
+            got = f"{value!r}" if item is value else f"{value!r} (the element {item!r})"
+            raise InvalidInputError(f"Parameter {key!r} of preset {name!r} must be at most {bound[0]:g} ({bound[1]}), "
+                                    f"got {got}.")
+
+
 def resolve_preset(
     name: str, spec: dict[str, dict[str, Any]], scale: str = "cpu", /, *, verbose: bool = True, **overrides: Any
 ) -> Config:
@@ -562,6 +615,8 @@ def resolve_preset(
     for key, value in cfg.items():
         if key not in ("preset", "scale"):
             check_field(name, key, value, defaults[key], cfg, declared, types)
+    for key in from_parameters:
+        _check_size(name, key, cfg[key], spec)
     if verbose:
         _show(PresetSummary(name, scale, dict(cfg), tuple(from_parameters)))
     return cfg

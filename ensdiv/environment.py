@@ -19,8 +19,8 @@ import re
 import sys
 from pathlib import Path
 
-__all__ = ["LOCK", "lock_file", "locked_versions", "installed_versions", "differences", "fingerprint", "describe",
-           "conda_environment"]
+__all__ = ["LOCK", "lock_file", "locked_versions", "installed_versions", "differences", "fingerprint", "versions",
+           "changes", "describe", "conda_environment"]
 
 #: The lock file, in the folder above the package (the repository root of a checkout).
 LOCK = "requirements.lock"
@@ -87,6 +87,40 @@ def fingerprint() -> str:
                 h.update(f"installed {name}=={version}\n".encode())
         _MEMO["fingerprint"] = h.hexdigest()
     return str(_MEMO["fingerprint"])
+
+
+def versions() -> dict[str, str]:
+    """``{name: version}`` of the environment :func:`fingerprint` hashes: the lock's pins with the installed
+    departures applied (``"missing"`` for a locked package not installed), or the installed distributions without a
+    lock; with ``python`` (major.minor). Stored with every cache entry and page, so that a later miss can say which
+    packages moved (:func:`changes`). Read once per process."""
+    if "versions" not in _MEMO:
+        locked = locked_versions()
+        out = dict(locked) if locked else installed_versions()
+        for name, (_, have) in (differences().items() if locked else ()):
+            out[name] = have or "missing"
+        out["python"] = f"{sys.version_info.major}.{sys.version_info.minor}"
+        _MEMO["versions"] = dict(sorted(out.items()))
+    return dict(_MEMO["versions"])  # type: ignore[call-overload]
+
+
+def changes(was: object, *, shown: int = 5) -> str:
+    """What moved from the versions ``was`` (a :func:`versions` of another time, or of some packages) to this
+    environment's, in a few words (``"torch 2.4.1 -> 2.5.0"``, at most ``shown`` of the packages ``was`` names);
+    ``describe()`` when ``was`` is no such record, or names no difference (the fingerprint then moved for another
+    reason).
+
+    >>> changes({**versions(), "python": "2.7"}).startswith("python 2.7 -> 3.")
+    True
+    """
+    if not isinstance(was, dict) or not was:
+        return describe()
+    now = versions()
+    moved = [f"{n} {was[n] or 'absent'} -> {now.get(n) or 'absent'}" for n in sorted(was) if was[n] != now.get(n)]
+    if not moved:
+        return describe()
+    more = f" and {len(moved) - shown} more" if len(moved) > shown else ""
+    return ", ".join(moved[:shown]) + more
 
 
 def describe() -> str:

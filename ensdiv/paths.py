@@ -6,6 +6,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ensdiv.seeding import seed_base
+
 __all__ = ["project_root", "build_dir", "results_dir"]
 
 
@@ -18,8 +20,12 @@ def project_root() -> Path:
 
 
 def build_dir() -> Path:
-    """``$ENSDIV_BUILD`` or ``_build`` in the project root."""
-    return Path(os.environ.get("ENSDIV_BUILD") or project_root() / "_build")
+    """``$ENSDIV_BUILD``, or ``_build`` in the project root (``_build/seed-base-K`` under a seed base ``K`` above 0,
+    :mod:`ensdiv.seeding`, so that a second, independent run keeps its pages apart)."""
+    if os.environ.get("ENSDIV_BUILD"):
+        return Path(os.environ["ENSDIV_BUILD"])
+    base = seed_base()
+    return project_root() / "_build" / (f"seed-base-{base}" if base else "")
 
 
 def results_dir(slug: str) -> Path:

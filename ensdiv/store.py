@@ -62,6 +62,7 @@ from ensdiv import environment, tracing
 from ensdiv.errors import CacheError
 from ensdiv.paths import project_root, unwritable_reason
 from ensdiv.progress import line
+from ensdiv.seeding import seed_base
 
 __all__ = ["Store", "default_store", "config_key", "cached", "CorruptEntryWarning", "StaleEntryWarning",
            "RECOMPUTE_ENV"]
@@ -146,8 +147,12 @@ def _canonical(obj: Any) -> Any:
 
 
 def config_key(config: Mapping[str, Any]) -> str:
-    """SHA-256 hex digest of the canonical JSON of ``config`` (order of keys does not matter)."""
+    """SHA-256 hex digest of the canonical JSON of ``config`` (order of keys does not matter); under a seed base
+    above 0 (:mod:`ensdiv.seeding`) the base is part of it, so two seed bases' entries never mix."""
     text = json.dumps(_canonical(config), sort_keys=True, separators=(",", ":"))
+    base = seed_base()
+    if base:
+        text += f"|seed-base={base}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -230,7 +235,7 @@ class Store:
             print(f"{kind} {key[:10]}: not saved, {why} was replaced at run time (patched)", flush=True)
             return final
         code = {"units": tracing.entry_record(units), "environment": environment.fingerprint(),
-                "engine": tracing.ENGINE}
+                "versions": environment.versions(), "engine": tracing.ENGINE}
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
             buf = io.BytesIO()
@@ -279,6 +284,9 @@ class Store:
             if compute:
                 tracing.begin(f"{kind}/{key}")
             return None
+        except OSError as exc:  # there but unreadable: a permission, an I/O error; say so, do not overwrite it
+            raise CacheError(f"The cache entry {final} cannot be read ({exc.strerror or type(exc).__name__}); give "
+                             "yourself read access to it, remove it, or set ENSDIV_CACHE to another folder.") from None
         obj = _decode(raw)
         if obj is not None and _stored_key(obj) == key:
             why = _code_changed(obj)
@@ -423,7 +431,7 @@ def _code_changed(obj: dict) -> str | None:
     if not isinstance(code, dict):
         return "it has no record of the code that computed it"
     if code.get("environment") != environment.fingerprint():
-        return f"the environment changed ({environment.describe()})"
+        return f"the environment changed ({environment.changes(code.get('versions'))})"
     units = code.get("units")
     if not isinstance(units, dict):
         return "the code that computed it was not recorded"
@@ -455,13 +463,15 @@ def cached(kind: str, config: Mapping[str, Any], compute: Callable[[], Any], *, 
 
 
 def collect_temporary(store: Store, *, min_age: float = 3600.0) -> list[Path]:
-    """Remove the temporary files (``*.tmp``) that killed writers left in the store: those not written to for
-    ``min_age`` seconds that no running process has open (a live writer's file is never touched). Returns the
-    removed paths (``ensdiv cache gc``)."""
+    """Remove the temporary files (``*.tmp``) that killed writers left in the store, and the entry locks
+    (``.<key>.lock``, one per computation, :meth:`Store.computing`) of computations that ended: those not written to
+    for ``min_age`` seconds that no running process has open (a live writer's file and a held lock are never
+    touched; a lock is re-made by the next computation of its key). Returns the removed paths (``ensdiv cache
+    gc``)."""
     import psutil  # a dependency of the book's commands, imported only here
 
     root = store.root.resolve()
-    candidates = [p for p in root.rglob("*.tmp") if p.is_file()]
+    candidates = [p for pattern in ("*.tmp", ".*.lock") for p in root.rglob(pattern) if p.is_file()]
     now = time.time()
     old = [p for p in candidates if now - p.stat().st_mtime >= min_age]
     if not old:

@@ -99,3 +99,47 @@ def test_every_preset_has_valid_scales():
         for scale in SCALES:
             cfg = preset(name, scale, verbose=False)
             assert cfg.scale == scale
+
+
+SIZED = {
+    "common": {"num_members": 4, "n_draws": 200, "n_resamples": 1000, "seeds": [0, 1, 2], "sizes": [2, 4],
+               "test_subset": None},
+    "smoke": {"epochs": 1, "train_subset": 512},
+    "cpu": {"epochs": 5, "train_subset": 30000},
+    "paper": {"epochs": 200, "train_subset": 0},
+    "types": {"test_subset": int},
+}
+
+
+@pytest.mark.parametrize(("key", "value", "bound"), [
+    ("num_members", 99999999999999999999999999999, "at most 40 (10 × 4, the largest value its preset gives it)"),
+    ("epochs", 10**6, "at most 2000 (10 × 200,"),
+    ("train_subset", 10**9, "at most 300000 (10 × 30000,"),
+    ("n_draws", 2001, "at most 2000 (10 × 200,"),
+    ("n_resamples", 10**7, "at most 10000 (10 × 1000,"),
+    ("sizes", [2, 41], "at most 40 (10 × 4, the largest value its preset gives it), got [2, 41] (the element 41)"),
+    ("test_subset", 10**8 + 1, "at most 1e+08 (the bound of a size its preset leaves open)"),
+])
+def test_a_parameter_beyond_ten_times_its_presets_largest_size_is_one_sentence(key, value, bound):
+    """Members, epochs, subsets, draws, resamples and size lists set by a parameter are bounded by ten times the
+    largest value the preset gives them at any scale (a size it leaves open by 1e8); the bound is in the
+    sentence. Before, ``-p num_members 1e29`` passed and spun at 100 % CPU."""
+    import re
+
+    with pytest.raises(EnsdivError, match=re.escape(f"Parameter '{key}' of preset 'demo/sized' must be {bound}")):
+        resolve_preset("demo/sized", SIZED, "smoke", verbose=False, **{key: value})
+
+
+def test_sizes_at_their_bound_and_the_presets_own_values_are_accepted():
+    cfg = resolve_preset("demo/sized", SIZED, "smoke", verbose=False, num_members=40, epochs=2000, sizes=[40],
+                         test_subset=10**8, seeds=list(range(30)))
+    assert cfg.num_members == 40 and cfg.epochs == 2000 and len(cfg.seeds) == 30
+    assert resolve_preset("demo/sized", {**SIZED, "smoke": {"epochs": 10**7, "train_subset": 0}}, "smoke",
+                          verbose=False).epochs == 10**7  # the book's own preset is not a parameter
+
+
+def test_a_seed_list_is_bounded_by_its_length_not_its_values():
+    assert resolve_preset("demo/sized", SIZED, "smoke", verbose=False, seeds=[10**6]).seeds == [10**6]
+    with pytest.raises(EnsdivError, match=r"Parameter 'seeds' of preset 'demo/sized' may list at most 30 seeds "
+                                          r"\(10 × the preset's 3\), got 31\."):
+        resolve_preset("demo/sized", SIZED, "smoke", verbose=False, seeds=list(range(31)))

@@ -21,8 +21,8 @@ PKG = Path(__file__).resolve().parent.parent / "ensdiv"
 # namespace); ``chapters`` are the book's pages' pipelines and presets; ``book`` builds the book from them
 # (``ensdiv run``/``ensdiv book``, stamps, the rendered site, the ``ensdiv`` command).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("core", ("errors", "paths", "environment", "store", "config", "progress", "reads", "tracing", "bundles",
-              "shards")),
+    ("core", ("errors", "seeding", "paths", "environment", "store", "config", "progress", "reads", "tracing",
+              "bundles", "shards")),
     ("data", ("data",)),
     ("models", ("models",)),
     ("losses", ("losses",)),

@@ -317,23 +317,25 @@ def test_a_page_run_with_p_is_marked_in_its_verdict_box():
     assert note.startswith("**Exploration.** This page was last run with `-p epochs 9`, not with the book's preset")
 
 
-def test_stale_temporary_files_of_dead_writers_are_collected(env, capsys):
-    """Old ``.tmp`` files nobody has open go; a recent one and an old one a live writer holds stay."""
+def test_stale_temporary_files_and_ended_locks_are_collected(env, capsys):
+    """Old ``.tmp`` files and entry locks nobody has open go; recent ones and an old one a live process holds
+    stay. Before, the per-key ``.lock`` files accumulated for ever."""
     from ensdiv.store import Store, collect_temporary
 
     store = Store(env / "cache")
     folder = store.root / "model" / "ab"
     folder.mkdir(parents=True)
     dead, recent, held = folder / ".abcd-1.tmp", folder / ".abcd-2.tmp", folder / ".abcd-3.tmp"
-    for p in (dead, recent, held):
+    ended, locked = folder / ".abcd.lock", folder / ".abce.lock"
+    for p in (dead, recent, held, ended, locked):
         p.write_bytes(b"x" * 100)
-    for p in (dead, held):
+    for p in (dead, held, ended, locked):
         os.utime(p, (1, 1))
-    with open(held, "rb"):
-        assert collect_temporary(store) == [dead.resolve()]
-    assert not dead.exists() and recent.exists() and held.exists()
-    assert cli.main(["cache", "gc", "--min-age", "0"]) == 0  # $ENSDIV_CACHE is env/cache: recent and held go
-    assert "2 temporary file(s) of killed writers removed" in capsys.readouterr().out
+    with open(held, "rb"), open(locked, "a+"):
+        assert sorted(collect_temporary(store)) == sorted([dead.resolve(), ended.resolve()])
+    assert not dead.exists() and not ended.exists() and recent.exists() and held.exists() and locked.exists()
+    assert cli.main(["cache", "gc", "--min-age", "0"]) == 0  # $ENSDIV_CACHE is env/cache: recent, held, locked go
+    assert "3 temporary file(s) of killed writers and lock(s) of ended computations removed" in capsys.readouterr().out
 
 
 @pytest.mark.kernel

@@ -199,3 +199,40 @@ def test_an_unknown_name_lists_the_valid_names_in_a_proper_plural():
     assert "Valid zoo entries: a, b." in str(unknown_name("zoo entry", "c", ["a", "b"]))
     assert "Valid models: a." in str(unknown_name("model", "c", ["a"]))
     assert "Valid keys: a." in str(unknown_name("key", "c", ["a"]))
+
+
+def test_an_unreadable_entry_is_one_sentence_not_a_traceback_and_stays(tmp_store, monkeypatch):
+    """An entry the process may not read (a permission, an I/O error) is a ``CacheError`` naming the entry and what
+    to do; it is not treated as a miss that would overwrite it."""
+    from pathlib import Path
+
+    from ensdiv.errors import CacheError
+
+    path = tmp_store.save("preds", A, torch.tensor([1.0]))
+    real = Path.read_bytes
+
+    def denied(self):
+        if self == path:
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(CacheError, match=r"cache entry .* cannot be read \(Permission denied\); give yourself read"):
+        tmp_store.load("preds", A)
+    assert path.exists()
+
+
+def test_a_stale_entry_names_the_package_that_moved_not_the_current_state(tmp_path, monkeypatch, capsys):
+    """The entry keeps the versions it was computed with; after an upgrade the miss says ``torch A -> B``. An entry
+    of an older ensdiv without versions says the current state (what it could say before)."""
+    from ensdiv import environment
+
+    monkeypatch.setenv("ENSDIV_PROGRESS", "lines")
+    store = Store(tmp_path)
+    store.get_or_compute("k", {"a": 1}, lambda: {"v": 1})
+    was = environment.versions()["torch"]
+    monkeypatch.setitem(environment._MEMO, "fingerprint", "another environment")
+    monkeypatch.setitem(environment._MEMO, "versions", {**environment.versions(), "torch": "99.0"})
+    capsys.readouterr()
+    store.get_or_compute("k", {"a": 1}, lambda: {"v": 2})
+    assert f": recomputed, the environment changed (torch {was} -> 99.0)" in capsys.readouterr().out

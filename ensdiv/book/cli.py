@@ -29,6 +29,7 @@ from ensdiv.config import check_scale
 from ensdiv.data import list_datasets
 from ensdiv.errors import EnsdivError
 from ensdiv.paths import project_root
+from ensdiv.seeding import SEED_BASE_ENV, check_seed_base
 from ensdiv.store import RECOMPUTE_ENV, collect_temporary, default_store
 
 __all__ = ["main"]
@@ -62,13 +63,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         if args.recompute:  # the kernels inherit it: each load of theirs is a miss (ensdiv.store.RECOMPUTE_ENV)
             os.environ[RECOMPUTE_ENV] = "1"
+        _set_seed_base(args)
         results = run_notebooks(notebooks, scale=args.scale or "cpu", params=_params(args.param),
                                 force=args.force or args.recompute, jobs=args.jobs)
     print(summary(results))
     return 1 if any(r.status == "failed" for r in results) else 0
 
 
+def _set_seed_base(args: argparse.Namespace) -> None:
+    """``--seed-base K``: every training seed, cache key and the build folder move (:mod:`ensdiv.seeding`); the
+    pages' kernels inherit it."""
+    if args.seed_base is not None:
+        os.environ[SEED_BASE_ENV] = str(check_seed_base(args.seed_base))
+
+
 def _cmd_book(args: argparse.Namespace) -> int:
+    _set_seed_base(args)
     t0 = time.perf_counter()
     results, index = build_book(scale=args.scale, force=args.force, html_only=args.html_only, jobs=args.jobs)
     print(summary(results))
@@ -132,10 +142,10 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     elif args.action == "gc":
         removed = collect_temporary(store, min_age=args.min_age)
         if removed:
-            print(f"{len(removed)} temporary file(s) of killed writers removed from {store.root}; files a live "
-                  "writer holds open were left alone.")
+            print(f"{len(removed)} temporary file(s) of killed writers and lock(s) of ended computations removed "
+                  f"from {store.root}; files a live process holds open were left alone.")
         else:
-            print(f"No temporary file of a killed writer in {store.root}.")
+            print(f"No temporary file of a killed writer or lock of an ended computation in {store.root}.")
     else:
         store.check_writable()
         cap = MAX_ENTRY_BYTES if args.max_entry_size is None else int(args.max_entry_size * 2**30)
@@ -169,6 +179,11 @@ def _cmd_new_page(args: argparse.Namespace) -> int:
     return 0
 
 
+_SEED_BASE_HELP = ("move every training seed by a base K (default 0): a second, independent run into "
+                   "_build/seed-base-K with its own cache entries; compare two runs with benchmarks/bench_book.py "
+                   "--compare")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ensdiv", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -185,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=int, default=1, metavar="N",
                      help="pages run at once, each with cores/N threads (default 1)")
     run.add_argument("--list", action="store_true", help="list the notebooks of the book and exit")
+    run.add_argument("--seed-base", default=None, metavar="K", help=_SEED_BASE_HELP)
     run.add_argument("--dry-run", action="store_true",
                      help="run the paper preset on generated fake data with random weights and each preset's dry "
                           "sizes, into _build/dry-run/ (every verdict not testable): finds a broken paper path")
@@ -196,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--jobs", type=int, default=1, metavar="N",
                       help="pages run at once, each with cores/N threads (default 1)")
     book.add_argument("--html-only", action="store_true", help="render the notebooks already executed")
+    book.add_argument("--seed-base", default=None, metavar="K", help=_SEED_BASE_HELP)
     book.set_defaults(func=_cmd_book)
 
     zoo = sub.add_parser("zoo", help="train (build) or list the model zoo")

@@ -50,6 +50,7 @@ from ensdiv.config import check_scale
 from ensdiv.errors import CacheError, EnsdivError, unknown_name
 from ensdiv.paths import build_dir, project_root, prove_writable, unwritable_reason
 from ensdiv.report import STAGING_ENV, read_records
+from ensdiv.seeding import seed_base
 from ensdiv.store import ACCESS_LOG_ENV, default_store
 
 __all__ = ["NotebookResult", "run_notebooks", "toc_notebooks", "notebook_parameters", "check_parameters",
@@ -600,8 +601,9 @@ def _plan(notebooks: list[Path], root: Path, out_root: Path, scale: str, params:
 
 def _base_stamp() -> dict[str, Any]:
     """The parts of every page's stamp that do not depend on the page."""
+    base = seed_base()  # a page run under another seed base is another run (ensdiv.seeding)
     return {"environment": environment_stamp(), "book_data": tree_hash(project_root() / "book" / "data"),
-            "data": data_signature()}
+            "data": data_signature(), **({"seed_base": base} if base else {})}
 
 
 def page_stamp(nb: Path, params: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -144,7 +144,7 @@ def changed_code(path: Path) -> str | None:
 
 
 _STAMP_PARTS = {"source": "the notebook changed", "params": "its parameters changed",
-                "book_data": "book/data changed", "data": "$ENSDIV_DATA changed"}
+                "seed_base": "the seed base changed", "book_data": "book/data changed", "data": "$ENSDIV_DATA changed"}
 
 
 def rerun_reason(path: Path, stamp: dict) -> str | None:
@@ -160,10 +160,7 @@ def rerun_reason(path: Path, stamp: dict) -> str | None:
         return "its last run failed"
     old = meta.get("stamp") if isinstance(meta.get("stamp"), dict) else {}
     if old.get("environment") != stamp.get("environment"):
-        was = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
-        now = versions()
-        moved = [f"{n} {was.get(n)} -> {now.get(n)}" for n in sorted(now) if was and was.get(n) != now.get(n)]
-        return "the environment changed" + (f" ({', '.join(moved)})" if moved else " (requirements.lock)")
+        return f"the environment changed ({environment.changes(meta.get('versions'))})"
     for key, why in _STAMP_PARTS.items():
         if old.get(key) != stamp.get(key):
             return why
@@ -212,7 +209,7 @@ def finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", c
         "status": status, "error": error, "stamp": stamp if ok else None, "claims": list(claims or []) if ok else [],
         "reads": {"paths": read, "hash": reads.signature(read)} if ok and read is not None else None,
         "code": (_code_record(code) if ok and code is not None else None),
-        "versions": versions() if ok else None,  # only to name a package that moved (rerun_reason)
+        "versions": environment.versions() if ok else None,  # only to name a package that moved (rerun_reason)
         "cache": list(cache or []) if ok else [],  # the store entries the run loaded or saved (ensdiv cache export)
         "seconds": round(seconds, 1) if ok and seconds is not None else None,  # the next build's estimate
     }

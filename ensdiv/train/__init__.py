@@ -16,7 +16,7 @@ from ensdiv.train.build import (
     training_data,
     training_images,
 )
-from ensdiv.train.engine import derive_seed, lr_factor, make_fabric, make_optimizer, seed_everything
+from ensdiv.train.engine import derive_seed, lr_factor, make_fabric, make_optimizer, moved, seed_everything
 from ensdiv.train.frameworks import SimCLR, pretrain_and_probe, set_classifier, simclr_views
 from ensdiv.train.loop import FitReport, cpu_state, fit
 from ensdiv.train.recipes import (
@@ -69,6 +69,7 @@ __all__ = [
     "model_cache_config",
     "pretrain_and_probe",
     "seed_everything",
+    "moved",
     "set_classifier",
     "simclr_views",
     "train_recipe",

@@ -12,20 +12,37 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from ensdiv.seeding import seed_base
 from ensdiv.train.recipes import Optim
 
-__all__ = ["derive_seed", "seed_everything", "make_fabric", "make_optimizer", "lr_factor", "LossFn"]
+__all__ = ["derive_seed", "moved", "seed_everything", "make_fabric", "make_optimizer", "lr_factor", "LossFn"]
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 _FABRICS: dict[tuple, Any] = {}
 
 
 def derive_seed(*parts: int) -> int:
-    """A 31-bit seed mixed from integers (stable across runs and platforms)."""
+    """A 31-bit seed mixed from integers (stable across runs and platforms); under a seed base ``K`` above 0
+    (:mod:`ensdiv.seeding`) ``K`` is mixed in first, so every derived seed moves."""
     h = 0x9E3779B1
-    for p in parts:
+    base = seed_base()
+    for p in (_BASE_TAG, base, *parts) if base else parts:
         h = (h * 1_000_003 ^ (int(p) & 0xFFFFFFFF)) & 0xFFFFFFFFFFFF
     return h % (2**31 - 1)
+
+
+#: mixed in before the seed base, so that a based seed is never the unbased seed of other parts
+_BASE_TAG = 0x5EEDBA5E
+
+
+def moved(seed: int) -> int:
+    """``seed`` itself under seed base 0, else a seed derived from it and the base (:func:`derive_seed`): for the
+    few seeds the training uses directly (a fresh head's or a probe's draw).
+
+    >>> moved(7)
+    7
+    """
+    return int(seed) if not seed_base() else derive_seed(seed)
 
 
 def seed_everything(seed: int) -> None:

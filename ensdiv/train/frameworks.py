@@ -27,7 +27,7 @@ from ensdiv.errors import EnsdivError, InvalidInputError, unknown_name
 from ensdiv.models.stack import HeadStack, MemberStack, cut_features, penultimate, vit_block_head
 from ensdiv.store import Store
 from ensdiv.train.augment import BatchAugment
-from ensdiv.train.engine import LossFn, derive_seed
+from ensdiv.train.engine import LossFn, derive_seed, moved
 from ensdiv.train.loop import cpu_state, fit
 from ensdiv.train.recipes import Distill, Heads, Joint, Optim, Pretrain, Recipe
 
@@ -193,7 +193,7 @@ def pretrain_and_probe(
             fit(model, source, pre_optim, augment=recipe.data.augment, desc=f"{recipe.label} pretrain", **common)
         store.save("pretrained", pcfg, cpu_state(model))
     if method.head == "finetune":
-        torch.manual_seed(recipe.seeds.init)  # the fresh classifier's draw
+        torch.manual_seed(moved(recipe.seeds.init))  # the fresh classifier's draw
         model.reset_classifier(shape["num_classes"])
         fit(model, data, recipe.optim, seed=recipe.seeds.order, augment=recipe.data.augment,
             crop_pad=recipe.data.crop_pad, accelerator=accelerator, precision=precision, progress=progress,
@@ -203,7 +203,7 @@ def pretrain_and_probe(
     feats = all_features(model, data.x)
     mean, std = feats.mean(0), feats.std(0) + 1e-6
     probe_set = TensorSet(((feats - mean) / std)[:, :, None, None], data.y, f"{data.name}:features", data.classes)
-    torch.manual_seed(recipe.seeds.init)
+    torch.manual_seed(moved(recipe.seeds.init))
     head = nn.Sequential(nn.Flatten(), nn.Linear(feats.shape[1], shape["num_classes"]))
     fit(head, probe_set, recipe.optim.replace(weight_decay=0.0, label_smoothing=0.0), seed=recipe.seeds.order,
         accelerator=accelerator, precision=precision, progress=progress, desc=f"{recipe.label} probe")
@@ -353,7 +353,7 @@ def make_heads(method: Heads, backbone: nn.Module, *, seed: int = 0) -> list[nn.
     if method.init == "seed":
         for k, head in enumerate(heads):
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed * 1000 + k)
+                torch.manual_seed(moved(seed * 1000 + k))
                 for module in head.modules():
                     if hasattr(module, "reset_parameters"):
                         module.reset_parameters()
