@@ -85,3 +85,38 @@ def test_model_estimates_keep_duplicates():
     est = ev.model_estimates(10, {"distinct": lambda i: float(len(set(i.tolist())))}, n_resamples=100, seed=0)
     assert est["distinct"].value == 10.0
     assert est["distinct"].replicates.mean() < 8  # about 10 × (1 − 1/e) ≈ 6.5 distinct models per resample
+
+
+def _evidence_keys(notebook) -> list[str]:
+    """The literal evidence keys of a notebook's code cells (``evidence="..."``, adjacent literals joined)."""
+    import ast
+    import json
+
+    keys = []
+    for cell in json.loads(notebook.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.walk(ast.parse("".join(cell["source"]))):
+            if isinstance(node, ast.keyword) and node.arg == "evidence" and isinstance(node.value, ast.Constant):
+                keys.append(node.value.value)
+    return keys
+
+
+def test_the_released_matrix_grouping_by_base_architecture_counts_on_one_page():
+    """Fig. 1, C.1, D.2 and Tab. 2 read one 69×69 matrix: that its models group by base architecture is one fact,
+    counted once (on the Fig. D.2 page, whose sentence is about it); C.1's silhouette and Tab. 2's ARI of it are
+    shown, not counted. The pages that read only the release name their evidence by the data they read, so the
+    build's clash check (``ed.report.evidence_clashes``) sees two pages counting one statistic of it. Before,
+    four keys named four pages for the one fact."""
+    from ensdiv.paths import project_root
+
+    folder = project_root() / "notebooks" / "attack-similarity"
+    pages = ("fig01_component_importance", "figC1_spectral_features", "figD2_similarity_matrix",
+             "tab02_spectral_clusters")
+    keys = {p: _evidence_keys(folder / f"{p}.ipynb") for p in pages}
+    data = ("attack-similarity/released-matrix/", "attack-similarity/measured-matrix/")
+    assert all(k.startswith(data) for ks in keys.values() for k in ks), keys
+    grouping = [(p, k) for p, ks in keys.items() for k in ks if "base-architecture" in k and "important" not in k]
+    assert grouping == [("figD2_similarity_matrix", "attack-similarity/released-matrix/base-architecture-blocks")]
+    assert keys["figC1_spectral_features"] == []  # its one check is shown with the reason it restates D.2
+    assert keys["tab02_spectral_clusters"] == ["attack-similarity/released-matrix/clusters-follow-stem-layer"]
