@@ -342,3 +342,46 @@ def test_shuffled_votes_keep_the_redundancy_of_three_voters():
     null = ch.shuffled_votes_null(pop, ens.index, name="r", seed=0, draws=5, n_boot=20)
     values = [d["r"].value for d in null.draws]
     assert all(v > 0.9 for v in values), values
+
+
+def _pairs_with_the_base(calibrated: bool, *, seed: int = 0):
+    """Eight two-class models on 600 images, each right with its own accuracy (0.6 to 0.9), all paired with model
+    0. ``calibrated``: a model is more confident where it is right, so the average follows the right member of a
+    split vote; else its confidence is drawn independently of being right (no structure: r = ½ in expectation)."""
+    rng = np.random.default_rng(seed)
+    n, y = 600, torch.from_numpy(rng.integers(0, 2, 600))
+    logits = []
+    for acc in np.linspace(0.6, 0.9, 8):
+        right = rng.random(n) < acc
+        pred = np.where(right, y.numpy(), 1 - y.numpy())
+        margin = rng.uniform(0.1, 1.0, n) + (np.where(right, 1.5, 0.0) if calibrated else 0.0)
+        z = np.zeros((n, 2))
+        z[np.arange(n), pred] = margin
+        logits.append(torch.from_numpy(z))
+    pool = ch.Pool("zoo", [], {"clean": torch.stack(logits)})
+    ens = pd.DataFrame({"source": ["zoo"] * 7, "size": [2] * 7, "idx": [(0, k) for k in range(1, 8)]})
+    return ch.Population({"zoo": pool}, {"clean": y}, ens, {}), ens
+
+
+@pytest.mark.parametrize(("calibrated", "seed"), [(False, 0), (False, 1), (False, 3), (True, 0)])
+def test_the_error_inconsistency_claim_counts_what_the_identity_leaves_free(calibrated, seed):
+    """Gain over the mean member = 100·(EI·(r − ½) + both-wrong rescued) for any pair, so EI "predicts" the gain
+    whenever r > ½; the claim's check is r itself against the models' outputs permuted among the images they
+    predict alike. Pairs with no structure (confidence unrelated to being right; the first seed shows ρ(EI, gain)
+    = 0.82 by arithmetic) do not pass it, although their r strays from ½ (0.53, 0.50, 0.48) further than a fair
+    coin per pair would (the base is shared by every pair): a null of independent coins called the first seed
+    "holds" (p = 0.01). Pairs whose right member is the more confident pass."""
+    pop, ens = _pairs_with_the_base(calibrated, seed=seed)
+    ours, null = ch.split_votes_resolved(pop, ens.index, list(ens["idx"]), name="r", n_boot=200, seed=0,
+                                         draws=100, null_resamples=100)
+    c = ed.report.claim(paper="training-methods", item="Synthesis test", claim="r above one half.",
+                        checks=[ed.report.above("r", 0.5, null=null, null_at=0.5, evidence="t/r")],
+                        ours={"r": ours}, scale="cpu", unit="groups of models", write=False)
+    terms = ch.pair_gain_terms(pop)
+    assert terms.identity_gap.max() < 1e-9 and terms.resolved.to_numpy().mean() == pytest.approx(float(ours))
+    if calibrated:
+        assert float(ours) == 1.0 and c.verdict == "holds"
+    else:
+        assert abs(float(ours) - 0.5) < 0.03 and c.verdict == "inconclusive", (float(ours), c.verdict)
+    if seed == 0 and not calibrated:
+        assert terms.ei.corr(terms.gain_mean, method="spearman") > 0.8  # what the old check counted

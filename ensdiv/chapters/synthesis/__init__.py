@@ -68,6 +68,7 @@ from ensdiv.chapters.synthesis.measures import (
     outcome_table,
     pair_gain_terms,
     shuffled_votes_null,
+    split_votes_resolved,
 )
 from ensdiv.chapters.synthesis.pools import ROLES, SOURCES, Member, Pool, Population, eval_sets, population
 from ensdiv.chapters.synthesis.stats import (
@@ -91,7 +92,7 @@ __all__ = [
     "Pool", "Population", "eval_sets", "population", "measure_table", "outcome_table", "spearman_ci",
     "member_bootstrap", "member_resample", "spearman_many", "partial_spearman", "strata", "correlation_table",
     "measure_matrix", "ranked_table", "member_halves", "rho_estimate", "permuted_rho_null", "sign_flip_null",
-    "image_halves", "pair_gain_terms", "shuffled_votes_null",
+    "image_halves", "pair_gain_terms", "shuffled_votes_null", "split_votes_resolved",
 ]
 
 SLUG = "synthesis"

@@ -21,9 +21,10 @@ from ensdiv.chapters import design_diversity as dd
 from ensdiv.chapters.synthesis.pools import Pool, Population, _dd_cfg, eval_sets
 from ensdiv.chapters.synthesis.stats import member_bootstrap, rho_estimate
 from ensdiv.report import null_draws
+from ensdiv.report.uncertainty import member_resample
 
 __all__ = ["MEASURES", "OUTCOMES", "SIMILARITY_MEASURES", "CONTROL", "measure_table", "outcome_table", "image_halves",
-           "pair_gain_terms", "shuffled_votes_null"]
+           "pair_gain_terms", "split_votes_resolved", "shuffled_votes_null"]
 
 #: measure -> (label, paper that uses it)
 MEASURES = {
@@ -242,6 +243,60 @@ def pair_gain_terms(pop: Population, source: str = "zoo") -> pd.DataFrame:
     out = pd.DataFrame(rows, index=ens.index, columns=["ei", "resolved", "both_wrong", "rescued", "gain_mean"])
     return out.assign(identity_gap=(out.gain_mean - 100 * (out.ei * (out.resolved.fillna(0.5) - 0.5)
                                                            + out.both_wrong * out.rescued)).abs())
+
+
+def _confidence_shuffled(logits: Tensor, rng: np.random.Generator) -> Tensor:
+    """Each model's output vectors permuted among the images it predicts the same class for: every prediction,
+    so every model's right and wrong images, error inconsistency and accuracy, stays, while how confident a model is
+    no longer goes with whether it is right."""
+    out = logits.clone()
+    pred = logits.argmax(-1)
+    for m in range(logits.shape[0]):
+        for c in pred[m].unique().tolist():
+            idx = torch.nonzero(pred[m] == c).flatten()
+            out[m, idx] = logits[m, idx[torch.from_numpy(rng.permutation(len(idx)))]]
+    return out
+
+
+def split_votes_resolved(pop: Population, rows: pd.Index, members: Sequence[Sequence[int]], *, name: str,
+                         n_boot: int, seed: int, draws: int = 200, null_resamples: int = 200) -> tuple[Any, Any]:
+    """What the identity of :func:`pair_gain_terms` leaves free: ``r``, the share of the split votes (exactly one
+    member right) that the averaged probabilities get right, averaged over the two-member ensembles ``rows`` of the
+    zoo on ``pop``'s images, with an interval from resampling their members
+    (:func:`~ensdiv.report.uncertainty.member_resample`; ``members`` per row), and null data where confidence says
+    nothing about being right: each model's output vectors permuted among the images it predicts the same class
+    for (its predictions, accuracy and every pair's error inconsistency kept, the base shared by every pair as in
+    the data), ``draws`` draws each with its own member bootstrap of ``null_resamples``. Returns
+    ``(estimate, null)`` keyed ``name``. A gain over the mean member grows with error inconsistency exactly when
+    ``r`` is above ½ (and the both-wrong images rescued), so ``r`` is the evidence; the correlation of the two is
+    arithmetic.
+
+    >>> import torch
+    >>> z = torch.log(torch.tensor([[[.6, .4], [.6, .4], [.4, .6]], [[.3, .7], [.9, .1], [.3, .7]]]))
+    >>> pool = Pool("zoo", [], {"clean": z})
+    >>> ens = pd.DataFrame({"source": ["zoo"] * 4, "size": [2] * 4, "idx": [(0, 1)] * 4})
+    >>> pop = Population({"zoo": pool}, {"clean": torch.tensor([0, 0, 0])}, ens, {})
+    >>> est, null = split_votes_resolved(pop, ens.index, [(0, k) for k in range(1, 5)], name="r", n_boot=20,
+    ...                                  seed=0, draws=3, null_resamples=20)
+    >>> float(est), len(null.draws)  # the one split vote goes to the wrong member in every pair
+    (0.0, 3)
+    """
+    def mean_r(data: Population, n: int, s: int) -> Any:
+        r = pair_gain_terms(data).loc[rows, "resolved"].to_numpy(dtype=float)
+        return rho_estimate(member_resample({"r": r}, members, lambda c: float(np.mean(c["r"])), n_boot=n, seed=s))
+
+    pool = pop.pools["zoo"]
+
+    def shuffled(rng: np.random.Generator) -> dict[str, Any]:
+        logits = {**pool.logits, "clean": _confidence_shuffled(pool.logits["clean"], rng)}
+        data = Population({**pop.pools, "zoo": Pool(pool.source, pool.members, logits, pool.recipes)}, pop.labels,
+                          pop.ensembles, pop.cfg)
+        return {name: mean_r(data, null_resamples, seed + 1)}
+
+    null = null_draws("each model's outputs permuted among the images it predicts the same class for (confidence "
+                      "unrelated to being right; predictions and error inconsistency kept)", shuffled, draws=draws,
+                      seed=seed + 2)
+    return mean_r(pop, n_boot, seed), null
 
 
 def shuffled_votes_null(pop: Population, rows: pd.Index, *, name: str, seed: int, draws: int = 200,
