@@ -53,6 +53,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write  # noqa: E402
 
+from ensdiv.book.reference import reference_minutes  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -245,7 +247,7 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     from ensdiv.book import stamps, toc_notebooks
 
     executed = build_dir / "executed" / scale
-    pages, missing = [], []
+    pages, missing, made = [], [], {}
     for nb in toc_notebooks(root=ROOT):
         rel = nb.relative_to(ROOT).as_posix()
         if only is not None and rel not in only:
@@ -256,6 +258,7 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
             continue
         page = stamps.page_run(copy, rel, scale=scale)
         nbjson = json.loads(copy.read_text())
+        made[rel] = (nbjson.get("metadata", {}).get("ensdiv") or {}).get("made")
         seconds = nbjson.get("metadata", {}).get("papermill", {}).get("duration")
         pages.append({"notebook": rel.removeprefix("notebooks/"), "status": page.status,
                       "seconds": round(float(seconds), 1) if seconds is not None else None,
@@ -267,13 +270,47 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     run = json.loads(timings.read_text()) if timings.exists() else {}
     done = sum(p["seconds"] or 0 for p in pages)
     resumed = any(n.get("status") == "cached" for n in run.get("notebooks", []))
-    whole = not missing and not resumed and all(p["status"] == "ok" for p in pages) and bool(run)
-    return {"status": "one run" if whole else "partial one run", "started": started, "note": note,
-            "commit": commit, "pages_finished": len(pages), "pages_not_reached": missing,
+    same = one_commit(made)
+    whole = not missing and all(p["status"] == "ok" for p in pages) and bool(run)
+    status = ("one run" if whole and not resumed else "one commit, resumed" if whole and same
+              else "partial one run")
+    reference = run.get("reference")
+    img_s = (reference or {}).get("img_s")
+    wall = round(run["run_s"] + run["render_s"], 1) if run.get("run_s") and run.get("render_s") else None
+    return {"status": status, "started": started, "note": note, "commit": commit, "made": same,
+            "pages_finished": len(pages), "pages_not_reached": missing,
             "finished_pages_s": round(done, 1), "jobs": run.get("jobs") or jobs, "run_s": run.get("run_s"),
-            "render_s": run.get("render_s"),
-            "wall_s": round(run["run_s"] + run["render_s"], 1) if run.get("run_s") and run.get("render_s") else None,
+            "render_s": run.get("render_s"), "wall_s": wall, "reference": reference,
+            "reference_min": {"wall": _rounded(reference_minutes(wall, img_s)),
+                              "pages": _rounded(reference_minutes(done, img_s))},
             "machine": machine(), "pages": pages}
+
+
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def one_commit(made: dict[str, dict | None]) -> dict | None:
+    """The commit and processor every page of a build was made on (``made`` per page, from its executed copy), or
+    None when some page does not say (an older copy).
+
+    Raises:
+        SystemExit: pages of two commits, of a commit and its edited checkout, or of two processors: such a record
+            would time no one build (one sentence naming two of the pages).
+    """
+    if not made or any(m is None for m in made.values()):
+        return None
+
+    def key(m: dict) -> tuple:
+        return m.get("commit"), m.get("dirty"), json.dumps(m.get("cpu"), sort_keys=True)
+    first, where = next(iter(made.values())), next(iter(made))
+    for page, m in made.items():
+        if key(m) != key(first):
+            what = ("commit" if key(m)[0] != key(first)[0] else "checkout (one of them edited)"
+                    if key(m)[1] != key(first)[1] else "processor")
+            raise SystemExit(f"{where} and {page} were not run on the same {what}: a build's record times one "
+                             "commit on one machine; re-run the other pages (ensdiv run --force) first.")
+    return first
 
 
 def page_needs(build_dir: Path, *, scale: str = "cpu") -> dict[str, list[str]]:

@@ -35,6 +35,7 @@ from nbformat.warnings import MissingIDFieldWarning
 from ensdiv import chapters, reads, tracing
 from ensdiv.book import schedule
 from ensdiv.book.parameters import inject, render
+from ensdiv.book.reference import REFERENCE_IMG_S
 from ensdiv.book.stamps import (
     data_signature,
     environment_stamp,
@@ -547,12 +548,14 @@ def _minutes(seconds: float) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def recorded_seconds(scale: str) -> dict[str, float]:
+def recorded_seconds(scale: str, *, img_s: float | None = None) -> dict[str, float]:
     """Each page's cold time at ``scale`` as ``benchmarks/results/book.json`` records it (``{}``: none): the
     latest run of the whole book in one go (``cold_one_run``, also a partial one for the pages it reached), else
     a chapter re-measured cold after a change to its budget (``remeasured_<chapter>``), else the pages a stopped
     one-run build did not reach, run afterwards on its cache (``cold_continuation``), else the older per-page
-    record (``cold``)."""
+    record (``cold``). With ``img_s`` (this machine's speed on the reference workload, :mod:`ensdiv.book.reference`)
+    each record's times are carried to this machine: times the record's speed over this one's (a record without a
+    speed is taken as the reference processor's)."""
     try:
         book = json.loads((project_root() / "benchmarks" / "results" / "book.json").read_text())
         row = book["scales"][scale]
@@ -564,10 +567,20 @@ def recorded_seconds(scale: str) -> dict[str, float]:
                                *((k, "pages", "notebooks/") for k in remeasured),
                                ("cold_one_run", "pages", "notebooks/")):
         try:  # the one run's pages override the older records'; a continuation on its cache, the oldest
-            out.update({prefix + r["notebook"]: float(r["seconds"]) for r in row[key][pages] if r.get("seconds")})
-        except (KeyError, TypeError, ValueError):
+            record = row[key]
+            factor = (record_speed(record) / img_s) if img_s else 1.0
+            out.update({prefix + r["notebook"]: factor * float(r["seconds"]) for r in record[pages]
+                        if r.get("seconds")})
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
             continue
     return out
+
+
+def record_speed(record: dict) -> float:
+    """The reference-workload speed of the machine a ``book.json`` record was made on: its own measurement, else
+    the reference processor's (:data:`ensdiv.book.reference.REFERENCE_IMG_S`)."""
+    measured = (record.get("reference") or {}).get("img_s") if isinstance(record, dict) else None
+    return float(measured or REFERENCE_IMG_S)
 
 
 def _plan(notebooks: list[Path], root: Path, out_root: Path, scale: str, params: dict[str, Any],
@@ -583,7 +596,7 @@ def _plan(notebooks: list[Path], root: Path, out_root: Path, scale: str, params:
             cached += 1
             continue
         last = meta_of(out).get("seconds") if out.exists() else None
-        est = last or recorded_seconds(scale).get(rel.as_posix())
+        est = last or recorded_seconds(scale, img_s=_this_speed()).get(rel.as_posix())
         if est:
             estimates[nb] = float(est)
         else:
@@ -597,6 +610,18 @@ def _plan(notebooks: list[Path], root: Path, out_root: Path, scale: str, params:
             text += " from the recorded per-page times"
         print(text + ".", flush=True)
     return estimates
+
+
+#: set by ``ensdiv book`` to this machine's speed on the reference workload (:mod:`ensdiv.book.reference`), so
+#: that the estimates carry other machines' recorded times to this one
+SPEED_ENV = "ENSDIV_REFERENCE_IMG_S"
+
+
+def _this_speed() -> float | None:
+    try:
+        return float(os.environ[SPEED_ENV]) or None
+    except (KeyError, ValueError):
+        return None
 
 
 def _base_stamp() -> dict[str, Any]:

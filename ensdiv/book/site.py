@@ -24,7 +24,16 @@ from pathlib import Path
 import yaml
 
 from ensdiv.book.processes import run_group
-from ensdiv.book.run import NotebookResult, page_stamp, run_notebooks, toc_notebooks, usable_build_folder
+from ensdiv.book.reference import reference_speed
+from ensdiv.book.run import (
+    SPEED_ENV,
+    NotebookResult,
+    _environ,
+    page_stamp,
+    run_notebooks,
+    toc_notebooks,
+    usable_build_folder,
+)
 from ensdiv.book.stamps import meta_of, page_run, rerun_reason
 from ensdiv.bundles import imported_entries
 from ensdiv.config import check_scale
@@ -347,11 +356,17 @@ def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None,
                 jobs: int = 1) -> tuple[list[NotebookResult], Path]:
     root = Path(root or project_root()).resolve()
     notebooks = toc_notebooks(root=root)
+    reference = None if html_only else reference_speed()  # a few seconds: this machine's speed, for the record
+    if reference:
+        print(f"Reference workload: {reference['img_s']:.0f} img/s on one thread"
+              + (f" ({reference['speed']:.2f}x the reference processor)" if reference["speed"] else ""), flush=True)
     t_run = time.perf_counter()
-    results = [] if html_only else run_notebooks(notebooks, scale=scale, force=force, root=root, jobs=jobs)
+    with _environ(**({SPEED_ENV: str(reference["img_s"])} if reference else {})):
+        results = [] if html_only else run_notebooks(notebooks, scale=scale, force=force, root=root, jobs=jobs)
     executed = build_dir() / "executed" / scale
     if results:  # what this build ran and for how long (benchmarks/bench_book.py reads it)
-        timings = {"scale": scale, "jobs": jobs, "run_s": round(time.perf_counter() - t_run, 1),
+        timings = {"scale": scale, "jobs": jobs, "reference": reference,
+                   "run_s": round(time.perf_counter() - t_run, 1),
                    "notebooks": [{"notebook": r.path.relative_to(root).as_posix(), "status": r.status,
                                   "seconds": round(r.seconds, 1)} for r in results]}
         (build_dir() / f"timings-{scale}.json").write_text(json.dumps(timings, indent=1))

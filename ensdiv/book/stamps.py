@@ -28,11 +28,14 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
+from typing import Any
 
 from ensdiv import environment, reads, tracing
+from ensdiv.book.reference import processor
 from ensdiv.errors import EnsdivError
-from ensdiv.paths import build_dir
+from ensdiv.paths import build_dir, project_root
 from ensdiv.report import PageRun, check_record
 
 __all__ = ["DEPENDENCIES", "environment_stamp", "versions", "tree_hash", "data_signature", "meta_of", "stamp_of",
@@ -212,9 +215,26 @@ def finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", c
         "versions": environment.versions() if ok else None,  # only to name a package that moved (rerun_reason)
         "cache": list(cache or []) if ok else [],  # the store entries the run loaded or saved (ensdiv cache export)
         "seconds": round(seconds, 1) if ok and seconds is not None else None,  # the next build's estimate
+        "made": made() if ok else None,  # the commit and processor (a build's record refuses mixed pages)
     }
     tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     tmp.replace(out)
+
+def made() -> dict[str, Any]:
+    """Where a page's run was made: the checkout's commit (None outside a git checkout), whether files git tracks
+    differed from it (``dirty``), and the processor (:func:`ensdiv.book.reference.cpu_of`), so that a build's
+    record can refuse pages of two commits or two machines (``benchmarks/bench_book.py --record-run``)."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=project_root(), capture_output=True, text=True, timeout=30)
+
+    try:
+        head = git("rev-parse", "HEAD")
+        commit = head.stdout.strip() if head.returncode == 0 else None
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").stdout.strip()) if commit else None
+    except (OSError, subprocess.SubprocessError):
+        commit = dirty = None
+    return {"commit": commit, "dirty": dirty, "cpu": processor()}
+
 
 def _code_record(code: list[tuple[str, str]]) -> dict:
     hashes = tracing.hashes_now(code)
