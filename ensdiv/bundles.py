@@ -131,9 +131,23 @@ def _fetch(source: str) -> tuple[Path, bool]:
     return path, False
 
 
+def _entry_digest(path: Path) -> str | None:
+    """The SHA-256 an entry file's header states for its body (None when the file has no such header): which
+    computation's bytes the file holds, read without reading the body."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_HEADER)
+    except OSError:
+        return None
+    return head[len(_MAGIC):-1].decode("ascii", "replace") if len(head) == _HEADER and head.startswith(_MAGIC) \
+        else None
+
+
 def imported_entries(store: Store) -> dict[str, dict]:
     """``{entry path: {"bundle", "scale", "imported", "source"}}`` of every entry the store took from a bundle
-    (its record, :data:`IMPORTS`); a line that cannot be read is skipped."""
+    (its record, :data:`IMPORTS`) and still holds as imported: an entry recomputed here since (stale code, another
+    environment) holds other bytes and is no longer the bundle's (imports recorded before the digests were kept are
+    judged by path). A line that cannot be read is skipped."""
     out: dict[str, dict] = {}
     try:
         lines = (store.root / IMPORTS).read_text(encoding="utf-8").splitlines()
@@ -142,9 +156,13 @@ def imported_entries(store: Store) -> dict[str, dict]:
     for line in lines:
         try:
             rec = json.loads(line)
+            digests = rec.get("digests") or {}
             for rel in rec["entries"]:
+                if str(rel) in digests and _entry_digest(store.root / str(rel)) != digests[str(rel)]:
+                    out.pop(str(rel), None)  # recomputed here since (or gone): not the bundle's any more
+                    continue
                 out[str(rel)] = {k: rec.get(k) for k in ("bundle", "scale", "imported", "source")}
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
     return out
 
@@ -201,16 +219,18 @@ def _import(store: Store, path: Path, source: str, max_entry_bytes: int) -> dict
                                       "imported.") from None
                 raise EnsdivError(f"{source} is truncated or corrupt ({type(exc).__name__}); nothing was "
                                   "imported.") from None
-        added = []
+        added, digests = [], {}
         for tmp, final in staged:
             if final.exists():
                 continue
             tmp.replace(final)
-            added.append(final.relative_to(store.root).as_posix())
+            rel = final.relative_to(store.root).as_posix()
+            added.append(rel)
+            digests[rel] = _entry_digest(final)
         if added:
             line = {"bundle": _sha_of(path), "source": source, "scale": manifest.get("scale"),
                     "created": manifest.get("created"), "imported": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                    "entries": added}
+                    "entries": added, "digests": digests}
             with open(store.root / IMPORTS, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line) + "\n")
         return {"entries": entries, "added": len(added), "present": entries - len(added),

@@ -52,6 +52,31 @@ def test_an_import_is_recorded_with_its_bundle_scale_and_date(tmp_path):
     assert len((store.root / bundles.IMPORTS).read_text().splitlines()) == 1
 
 
+def test_an_imported_entry_recomputed_here_is_no_longer_the_bundles(tmp_path):
+    """An entry the store took from a bundle and later recomputed (its code changed, say) holds this machine's
+    bytes: no page that uses it is told its numbers are the bundle's. Before, the record was keyed by path for
+    ever."""
+    bundle, store, rel = _bundle(tmp_path)
+    bundles.import_bundle(store, bundle)
+    assert set(bundles.imported_entries(store)) == {rel}
+    store.save("kind", {"a": 1}, {"v": 2})  # recomputed here: the same path, other bytes
+    assert bundles.imported_entries(store) == {}
+    (store.root / rel).unlink()
+    assert bundles.imported_entries(store) == {}
+
+
+def test_a_page_without_claims_shows_its_provenance_too(tmp_path):
+    from ensdiv.report import PageRun
+
+    executed = tmp_path / "x.ipynb"
+    executed.write_text(json.dumps({"cells": [{"cell_type": "markdown", "metadata": {}, "source": "# A page"}],
+                                    "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    out = site._present(executed, PageRun("notebooks/x.ipynb", "ok"), tmp_path / "out.ipynb",
+                        provenance="**Provenance.** 1 of the cache entries")
+    cells = json.loads(out.read_text())["cells"]
+    assert any("**Provenance.** 1 of the cache entries" in "".join(c["source"]) for c in cells)
+
+
 def test_a_page_that_used_an_imported_entry_says_so_in_its_verdict_box(tmp_path):
     bundle, store, rel = _bundle(tmp_path)
     bundles.import_bundle(store, bundle)

@@ -207,8 +207,8 @@ def _present(executed: Path, page: PageRun, out: Path, *, provenance: str = "") 
         elif cell.get("cell_type") == "code" and "report.claim(" in text and "hide-input" not in tags:
             tags.append("hide-input")
     box = verdict_box(page, target=target if labelled else None)
-    if box and provenance:
-        box = f"{box}\n\n{provenance}"
+    if provenance:  # a page without claims shows where its numbers came from too
+        box = f"{box}\n\n{provenance}" if box else provenance
     if box and cells:
         at = 1 if cells[0].get("cell_type") == "markdown" else 0
         cells.insert(at, {"cell_type": "markdown", "id": f"ensdiv-verdict-{target}"[:64],
