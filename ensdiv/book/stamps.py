@@ -220,17 +220,24 @@ def finish(tmp: Path, out: Path, status: str, stamp: dict, *, error: str = "", c
     tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     tmp.replace(out)
 
+#: What a page's run reads from the checkout: an edit elsewhere (the changelog, the guides) changes no result
+_RUN_FILES = ("ensdiv", "notebooks", "book/data", "_toc.yml", "pyproject.toml", "requirements.lock")
+
+
 def made() -> dict[str, Any]:
-    """Where a page's run was made: the checkout's commit (None outside a git checkout), whether files git tracks
-    differed from it (``dirty``), and the processor (:func:`ensdiv.book.reference.cpu_of`), so that a build's
-    record can refuse pages of two commits or two machines (``benchmarks/bench_book.py --record-run``)."""
+    """Where a page's run was made: the checkout's commit (None outside a git checkout), whether the files a run
+    reads (:data:`_RUN_FILES`) differed from it (``dirty``), and the processor
+    (:func:`ensdiv.book.reference.cpu_of`), so that a build's record can refuse pages of two commits or two
+    machines (``benchmarks/bench_book.py --record-run``)."""
+
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", *args], cwd=project_root(), capture_output=True, text=True, timeout=30)
 
     try:
         head = git("rev-parse", "HEAD")
         commit = head.stdout.strip() if head.returncode == 0 else None
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no").stdout.strip()) if commit else None
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", *_RUN_FILES).stdout.strip()) \
+            if commit else None
     except (OSError, subprocess.SubprocessError):
         commit = dirty = None
     return {"commit": commit, "dirty": dirty, "cpu": processor()}
