@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import platform
 import time
+from pathlib import Path
 from typing import Any
 
 from ensdiv.environment import versions
@@ -78,7 +79,7 @@ def reference_speed(*, seconds: float = 3.0) -> dict[str, Any]:
     """This machine's speed on the reference workload, one thread, with its processor and the ratio to the
     reference (``speed``: above 1 is faster than the reference)."""
     img_s = workload_speed(seconds=seconds)
-    return {"img_s": round(img_s, 1), "speed": round(img_s / REFERENCE_IMG_S, 3) if REFERENCE_IMG_S else None,
+    return {"img_s": round(img_s, 1), "speed": round(img_s / REFERENCE_IMG_S, 3),
             "cpu": processor(), "torch": versions().get("torch"), "when": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
@@ -89,7 +90,7 @@ def reference_minutes(wall_s: float, img_s: float | None) -> float | None:
     >>> reference_minutes(600.0, REFERENCE_IMG_S / 2)  # half as fast as the reference: 10 wall minutes are 5
     5.0
     """
-    if wall_s is None or not img_s or not REFERENCE_IMG_S:
+    if wall_s is None or not img_s:
         return None
     return wall_s / 60 * img_s / REFERENCE_IMG_S
 
@@ -121,7 +122,5 @@ def cpu_of(cpuinfo: str) -> dict:
 
 def processor() -> dict[str, Any]:
     """This machine's first processor (:func:`cpu_of` of ``/proc/cpuinfo``)."""
-    from pathlib import Path
-
     info = Path("/proc/cpuinfo")
     return cpu_of(info.read_text() if info.exists() else "")

@@ -285,6 +285,7 @@ def run_notebooks(
     root: Path | None = None,
     trace: bool = True,
     jobs: int = 1,
+    img_s: float | None = None,
 ) -> list[NotebookResult]:
     """Execute notebooks at ``scale`` with extra parameters into ``out_root`` (``_build/executed/<scale>``).
 
@@ -294,6 +295,8 @@ def run_notebooks(
             (:meth:`ensdiv.store.Store.computing`: one waits, then loads it).
         root: the folder executed copies mirror (default the project root); a notebook outside it is
             executed to ``out_root/<its name>``.
+        img_s: this machine's speed on the reference workload (:mod:`ensdiv.book.reference`; ``ensdiv book``
+            measures it), so that the estimate carries other machines' recorded page times to this one.
         trace: record the package code each page runs (:mod:`ensdiv.tracing`), so a later run can reuse the
             copy; ``False`` (tests that discard the copies) writes no page log, and the copy is then never
             reused.
@@ -330,7 +333,7 @@ def run_notebooks(
     root = Path(root or project_root()).resolve()
     cache_checked = False
     since = time.time()  # a page that loads a store entry older than this did not run cold (the pace skips it)
-    estimates = _plan(notebooks, root, out_root, scale, params, base, force) if progress else {}
+    estimates = _plan(notebooks, root, out_root, scale, params, base, force, img_s) if progress else {}
     if jobs < 1:
         raise EnsdivError(f"--jobs must be 1 or more, got {jobs}.")
     if jobs > 1 and len(notebooks) > 1:
@@ -584,7 +587,7 @@ def record_speed(record: dict) -> float:
 
 
 def _plan(notebooks: list[Path], root: Path, out_root: Path, scale: str, params: dict[str, Any],
-          base: dict[str, Any], force: bool) -> dict[Path, float]:
+          base: dict[str, Any], force: bool, img_s: float | None = None) -> dict[Path, float]:
     """Print, before anything runs, how many pages are cached and an estimate of the time the rest will take
     (each page's last run at this scale, else its recorded cold time), and return the per-page estimates."""
     estimates: dict[Path, float] = {}
@@ -596,7 +599,7 @@ def _plan(notebooks: list[Path], root: Path, out_root: Path, scale: str, params:
             cached += 1
             continue
         last = meta_of(out).get("seconds") if out.exists() else None
-        est = last or recorded_seconds(scale, img_s=_this_speed()).get(rel.as_posix())
+        est = last or recorded_seconds(scale, img_s=img_s).get(rel.as_posix())
         if est:
             estimates[nb] = float(est)
         else:
@@ -610,18 +613,6 @@ def _plan(notebooks: list[Path], root: Path, out_root: Path, scale: str, params:
             text += " from the recorded per-page times"
         print(text + ".", flush=True)
     return estimates
-
-
-#: set by ``ensdiv book`` to this machine's speed on the reference workload (:mod:`ensdiv.book.reference`), so
-#: that the estimates carry other machines' recorded times to this one
-SPEED_ENV = "ENSDIV_REFERENCE_IMG_S"
-
-
-def _this_speed() -> float | None:
-    try:
-        return float(os.environ[SPEED_ENV]) or None
-    except (KeyError, ValueError):
-        return None
 
 
 def _base_stamp() -> dict[str, Any]:

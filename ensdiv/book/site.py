@@ -25,15 +25,7 @@ import yaml
 
 from ensdiv.book.processes import run_group
 from ensdiv.book.reference import reference_speed
-from ensdiv.book.run import (
-    SPEED_ENV,
-    NotebookResult,
-    _environ,
-    page_stamp,
-    run_notebooks,
-    toc_notebooks,
-    usable_build_folder,
-)
+from ensdiv.book.run import NotebookResult, page_stamp, run_notebooks, toc_notebooks, usable_build_folder
 from ensdiv.book.stamps import meta_of, page_run, rerun_reason
 from ensdiv.bundles import imported_entries
 from ensdiv.config import check_scale
@@ -359,10 +351,10 @@ def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None,
     reference = None if html_only else reference_speed()  # a few seconds: this machine's speed, for the record
     if reference:
         print(f"Reference workload: {reference['img_s']:.0f} img/s on one thread"
-              + (f" ({reference['speed']:.2f}x the reference processor)" if reference["speed"] else ""), flush=True)
+              f" ({reference['speed']:.2f}x the reference processor)", flush=True)
     t_run = time.perf_counter()
-    with _environ(**({SPEED_ENV: str(reference["img_s"])} if reference else {})):
-        results = [] if html_only else run_notebooks(notebooks, scale=scale, force=force, root=root, jobs=jobs)
+    results = [] if html_only else run_notebooks(notebooks, scale=scale, force=force, root=root, jobs=jobs,
+                                                 img_s=reference["img_s"] if reference else None)
     executed = build_dir() / "executed" / scale
     if results:  # what this build ran and for how long (benchmarks/bench_book.py reads it)
         timings = {"scale": scale, "jobs": jobs, "reference": reference,
