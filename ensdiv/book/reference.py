@@ -30,8 +30,9 @@ __all__ = ["REFERENCE", "REFERENCE_IMG_S", "reference_speed", "reference_minutes
            "processor"]
 
 #: The workload's speed on the reference processor (images per second, one thread) and where it was measured: the
-#: median of five 5-second runs on an idle machine (2,232 to 2,713 img/s: a single 3-second run is good to about
-#: ±10 %), recorded in ``benchmarks/results/reference.json``.
+#: median of five 5-second runs on an idle machine (2,232 to 2,713 img/s). ``benchmarks/bench_reference.py``
+#: measures it again: 2,508 (idle) and 2,180 (a minute after a test run) later the same evening, so one measurement
+#: on this shared machine is good to about ±15 %, and a reference minute to the same.
 REFERENCE: dict[str, Any] = {
     "img_s": 2578.0,
     "cpu": "Intel Xeon, family 6 model 207 (AVX-512), two cores",
