@@ -8,7 +8,7 @@ Whether a verdict would come out the same on re-trained models is a number the b
   augmentation, dropout, the pair draws and feature passes of SED's heads) mixes ``K`` in, and so do the seeds the
   training uses directly (:func:`ensdiv.train.moved`: a probe's or a head's fresh draw);
 - every cache key (:func:`ensdiv.store.config_key`) carries ``K``, so the entries of two seed bases never mix;
-- the build folder, unless ``$ENSDIV_BUILD`` names one, is ``_build/seed-base-K`` (:func:`ensdiv.paths.build_dir`)
+- the build folder, unless ``$ENSDIV_BUILD`` names one, is ``_build/seed-base-K`` (``ensdiv.paths.build_dir``)
   and every page's stamp carries ``K``, so the two runs' pages sit side by side.
 
 What stays fixed: which images a training subset keeps (``Seeds.subset``), the evaluation data and its
