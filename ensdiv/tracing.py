@@ -472,7 +472,9 @@ class _Loader(importlib.machinery.SourceFileLoader):
         return code, inst.units
 
     def get_code(self, fullname: str) -> Any:
-        return self._compiled(fullname)[0]
+        # runpy (``python -m ensdiv.book.cli``) executes this code in a ``__main__`` of its own, without
+        # exec_module's counters, so it gets the module as Python compiles it: a script's own body is no unit
+        return super().get_code(fullname)
 
     def exec_module(self, module: Any) -> None:
         code, units = self._compiled(module.__name__)

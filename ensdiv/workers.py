@@ -14,7 +14,6 @@ trained twice. ``benchmarks/bench_train.py`` measures workers against threads on
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -32,7 +31,22 @@ __all__ = ["build_many"]
 
 
 def _init_worker(threads: int) -> None:
+    import signal
+
     torch.set_num_threads(threads)
+    # Ctrl-C reaches every process of the terminal's group: the parent alone answers it, by ending the workers
+    # (see _stop), so no worker prints a traceback of its own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """End the workers now, mid-recipe: an interrupted recipe resumes from its checkpoint and the store's
+    writes are atomic, so nothing is lost but the running step; waiting for the running recipes to finish
+    (``shutdown(wait=True)``, what leaving the ``with`` block does) could take minutes at cpu scale."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _build_one(recipe: Recipe, dataset: str, store_root: str) -> float:
@@ -105,8 +119,8 @@ def build_many(
     ctx = mp.get_context("spawn")
     running: dict[Future, Recipe] = {}
     busy_backbones: set[tuple] = set()
-    env = dict(os.environ)
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(threads,)) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
+    try:
         while todo or running:
             started = False
             for r in list(todo):
@@ -141,7 +155,10 @@ def build_many(
                     busy_backbones.discard(shared)
                 if on_done:
                     on_done(r, seconds)
-    del env
+    except BaseException:  # an interrupt (or a failed recipe): no worker goes on training
+        _stop(pool)
+        raise
+    pool.shutdown()
     return times
 
 

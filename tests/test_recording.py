@@ -336,3 +336,14 @@ def test_a_page_log_names_the_sources_its_kernel_compiled_and_an_edit_since_refu
     src.write_text("def f():\n    return 2\n")
     assert tracing.edited_while_running(log) == str(src)
     assert tracing.edited_while_running(tmp_path / "missing.log") is None
+
+
+def test_a_package_module_run_with_python_dash_m_runs():
+    """runpy executes a module's code without the import hook's counters: before, ``python -m ensdiv.book.cli``
+    failed at its first call with ``NameError: name '__ensdiv_seen__' is not defined``."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "ensdiv.book.cli", "data"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "fmnist-c/brightness/1" in done.stdout

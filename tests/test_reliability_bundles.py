@@ -282,3 +282,20 @@ def test_an_export_to_a_full_disk_is_one_sentence_and_leaves_no_partial_bundle(t
         bundles.export_bundle(src, [rel], out, scale="cpu")
     assert "\n" not in str(err.value)
     assert not out.exists() and not (tmp_path / "x.tar.partial").exists()
+
+
+def test_the_claims_page_names_the_bundles_a_page_used(tmp_path):
+    """Before, provenance showed only in a page's verdict box, never on the claims page."""
+    from ensdiv.report import PageRun, claims_page
+
+    bundle, store, rel = _bundle(tmp_path)
+    bundles.import_bundle(store, bundle)
+    imported = bundles.imported_entries(store)
+    digest = hashlib.sha256(bundle.read_bytes()).hexdigest()[:12]
+    note = site._row_note({"params": {"scale": "cpu"}}, [rel], imported)
+    assert note.startswith(f"1 cache entry imported from bundle {digest} (cpu scale, imported ")
+    explored = site._row_note({"params": {"scale": "cpu", "epochs": 2}}, [rel], imported)
+    assert explored == f"run with `-p epochs 2`; {note}"
+    assert site._row_note({"params": {"scale": "cpu"}}, ["kind/00/" + "0" * 64 + ".pt"], imported) == ""
+    page = claims_page("cpu", [PageRun("notebooks/foundations/x.ipynb", "ok", note=note)])
+    assert f"1 cache entry imported from bundle {digest}" in page

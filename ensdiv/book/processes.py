@@ -39,10 +39,14 @@ def signals_as_interrupts() -> Iterator[None]:
             signal.signal(sig, handler)
 
 def _end_children(grace: float = 5.0) -> None:
-    """SIGTERM every live descendant of this process, then SIGKILL those still alive after ``grace`` s."""
+    """SIGTERM every live descendant of this process, then SIGKILL those still alive after ``grace`` s.
+
+    multiprocessing's resource tracker is left alone: it ignores SIGTERM (so ending it cost the whole grace) and
+    ends by itself once the processes it serves have, after releasing what they left; killed, it was started
+    again and printed a ``KeyError`` traceback for every semaphore it had lost."""
     import psutil
 
-    children = psutil.Process().children(recursive=True)
+    children = [c for c in psutil.Process().children(recursive=True) if not _resource_tracker(c)]
     for child in children:
         with contextlib.suppress(psutil.Error):
             child.terminate()
@@ -50,6 +54,14 @@ def _end_children(grace: float = 5.0) -> None:
     for child in alive:
         with contextlib.suppress(psutil.Error):
             child.kill()
+
+def _resource_tracker(process: Any) -> bool:
+    import psutil
+
+    try:
+        return any("resource_tracker" in part for part in process.cmdline())
+    except psutil.Error:
+        return False
 
 def end_process_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
     """SIGTERM the process group of ``proc`` (started with ``start_new_session``), SIGKILL it after ``grace``

@@ -409,12 +409,19 @@ def _print_pace(results: Iterable[NotebookResult], estimates: dict[Path, float],
           f"at that pace", flush=True)
 
 
+#: whether this page process is running a page (the signal handler of :func:`_job_start` reads it)
+_IN_JOB = [False]
+
+
 def _job_start() -> None:
     """In each page process of a parallel run: SIGTERM and SIGHUP end the page as Ctrl-C does (its kernel ended,
-    its partial copy removed), and Ctrl-C in the terminal is left to the parent, which ends the workers."""
+    its partial copy removed), and Ctrl-C in the terminal is left to the parent, which ends the workers. The
+    process then ends with status 130 and no traceback (:func:`_one_job`); an idle one ends at once."""
     import signal
 
     def interrupt(signum: int, frame: Any) -> None:
+        if not _IN_JOB[0]:
+            raise SystemExit(130)  # multiprocessing ends a process on SystemExit without a traceback
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -424,8 +431,14 @@ def _job_start() -> None:
 
 def _one_job(args: tuple[Path, dict[str, Any], dict[str, str]]) -> NotebookResult:
     nb, options, limits = args
-    with _environ(**limits):  # the page's kernel inherits its thread limits
-        (res,) = run_notebooks([nb], **options)
+    _IN_JOB[0] = True
+    try:
+        with _environ(**limits):  # the page's kernel inherits its thread limits
+            (res,) = run_notebooks([nb], **options)
+    except KeyboardInterrupt:  # the page cleaned up on its way out; the parent says "interrupted" once
+        raise SystemExit(130) from None
+    finally:
+        _IN_JOB[0] = False
     return res
 
 
@@ -645,6 +658,11 @@ def _environ(**values: str) -> Iterator[None]:
 KERNEL_STARTS = 3
 
 
+def _kernel_died(exc: BaseException) -> bool:
+    """Whether ``exc`` says the page's kernel died (it started and was lost, or never answered)."""
+    return type(exc).__name__ == "DeadKernelError" or "Kernel died" in str(exc)
+
+
 def _kernel_did_not_start(exc: BaseException) -> bool:
     """Whether ``exc`` says the kernel never came up: jupyter_client picks free TCP ports and the kernel binds
     them a moment later, so a kernel started at the same moment elsewhere (pytest-xdist, ``--jobs``) can take
@@ -652,15 +670,40 @@ def _kernel_did_not_start(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "Kernel died before replying to kernel_info" in str(exc)
 
 
-def _start_and_run(pm: Any, source: nbformat.NotebookNode, tmp: Path, *, kernel: str, cwd: Path) -> None:
+def _kernel_manager(log: Path) -> type:
+    """A kernel manager whose kernels write their stderr to ``log``, not to the terminal: a kernel ended by an
+    interrupt prints ZMQ tracebacks there (one per socket), and the reader's terminal shows one line instead.
+    A kernel that dies says why in the page's error (:func:`_last_words`)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class _LoggedKernel(AsyncKernelManager):
+        async def start_kernel(self, **kw: Any) -> None:
+            with open(log, "ab") as sink:  # the kernel holds its own copy of the descriptor
+                kw.setdefault("stderr", sink)
+                await AsyncKernelManager.start_kernel(self, **kw)
+
+    return _LoggedKernel
+
+
+def _last_words(log: Path) -> str:
+    """The last line a kernel wrote to its stderr log, or ``""``."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def _start_and_run(pm: Any, source: nbformat.NotebookNode, tmp: Path, *, kernel: str, cwd: Path,
+                   kernel_log: Path) -> None:
     """``papermill.execute_notebook`` into ``tmp``, starting the kernel again (up to :data:`KERNEL_STARTS`
     times) when it dies before running anything; any other failure, or a kernel that died once it had
-    started, is raised as it is."""
+    started, is raised as it is. The kernel's stderr goes to ``kernel_log``."""
     for attempt in range(1, KERNEL_STARTS + 1):
         try:
             pm.execute_notebook(
                 source, str(tmp), parameters=None, kernel_name=kernel, cwd=str(cwd),
-                progress_bar=False, log_output=False,
+                progress_bar=False, log_output=False, kernel_manager_class=_kernel_manager(kernel_log),
                 # a clean terminal: the kernel's "running over TCP without encryption" notice is not
                 # the reader's business (its errors still show)
                 extra_arguments=["--IPKernelApp.log_level=ERROR"],
@@ -695,7 +738,7 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
             try:
                 # the parameters are written by us as Python literals; papermill translates none of them
                 source = read_notebook(nb, params=params)
-                _start_and_run(pm, source, tmp, kernel=kernel, cwd=nb.parent)
+                _start_and_run(pm, source, tmp, kernel=kernel, cwd=nb.parent, kernel_log=work / "kernel.log")
                 why = unfinished(json.loads(tmp.read_text()))
                 if why:
                     raise EnsdivError(f"The run did not finish: {why}")
@@ -714,6 +757,9 @@ def _execute(pm: Any, nb: Path, out: Path, rel: str, params: dict[str, Any], sta
                 return NotebookResult(nb, out, "ok", time.perf_counter() - t0, params=params)
             except Exception as exc:  # noqa: BLE001 - report every failure by name and go on
                 error = str(exc) if isinstance(exc, EnsdivError) else _error_of(exc)
+                said = _last_words(work / "kernel.log") if _kernel_died(exc) else ""
+                if said:
+                    error = f"{error} The kernel's last words: {said}"
                 if isinstance(exc, OSError) and exc.strerror:
                     error = f"Could not write in {out.parent} ({exc.strerror})."
                 try:

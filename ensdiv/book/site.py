@@ -289,14 +289,28 @@ def _exploration(stamp: object) -> str:
 def _provenance(used: object, imported: dict[str, dict]) -> str:
     """The verdict box's line for a page that used cache entries imported from a bundle ("" when it used none):
     how many, from which bundles (SHA-256, scale, date). A bundle is trusted input, like code."""
-    hits = [imported[p] for p in (used if isinstance(used, list) else []) if p in imported]
-    if not hits:
+    count, shown = _imports(used, imported)
+    if not count:
         return ""
+    return (f"**Provenance.** {count} of the cache entries this page used were imported, not computed "
+            f"here: {shown}. Their numbers are the exporting build's.")
+
+
+def _imports(used: object, imported: dict[str, dict]) -> tuple[int, str]:
+    """How many of the entries a page ``used`` were imported, and from which bundles (SHA-256, scale, date)."""
+    hits = [imported[p] for p in (used if isinstance(used, list) else []) if p in imported]
     bundles = sorted({(str(h.get("bundle") or "")[:12], str(h.get("scale")), str(h.get("imported"))[:10])
                       for h in hits})
-    shown = "; ".join(f"bundle {b} ({s} scale, imported {d})" for b, s, d in bundles)
-    return (f"**Provenance.** {len(hits)} of the cache entries this page used were imported, not computed "
-            f"here: {shown}. Their numbers are the exporting build's.")
+    return len(hits), "; ".join(f"bundle {b} ({s} scale, imported {d})" for b, s, d in bundles)
+
+
+def _row_note(stamp: object, used: object, imported: dict[str, dict]) -> str:
+    """What the claims page adds to each row of a page: the ``-p`` parameters it was run with and the bundles
+    whose entries it used ("" for a page run as the book runs it, on entries computed here)."""
+    count, shown = _imports(used, imported)
+    explored = f"run with {_explored(stamp)}" if _explored(stamp) else ""
+    entries = f"{count} cache {'entry' if count == 1 else 'entries'} imported from {shown}" if count else ""
+    return "; ".join(x for x in (explored, entries) if x)
 
 
 def _page(executed: Path, notebook: str, scale: str) -> PageRun:
@@ -376,8 +390,9 @@ def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None,
         src = executed / rel
         try:
             meta = meta_of(src) if src.exists() else {}
-            if _explored(meta.get("stamp")):  # the claims page marks its rows too
-                pages[i] = dataclasses.replace(page, note=f"run with {_explored(meta.get('stamp'))}")
+            row_note = _row_note(meta.get("stamp"), meta.get("cache"), imported)
+            if row_note:  # the claims page marks its rows too
+                pages[i] = dataclasses.replace(page, note=row_note)
             note = "\n\n".join(x for x in (_exploration(meta.get("stamp")), _provenance(meta.get("cache"), imported))
                                  if x)
             files[rel] = _present(src, page, presented / rel, provenance=note) if src.exists() else nb
