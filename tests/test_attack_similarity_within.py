@@ -28,14 +28,6 @@ def test_importance_estimates_weigh_pairs_of_a_model_resample_like_a_loop():
         assert est["c1"].replicates[r] == pytest.approx(np.mean(vals))
 
 
-def test_dealt_components_deal_columns_jointly_and_keep_the_others():
-    comp = pd.DataFrame({"a": list("pqrst"), "b": list("PQRST"), "c": list("vwxyz")})
-    out = co.dealt_components(comp, ["a", "b"], np.random.default_rng(1))
-    assert out["c"].tolist() == comp["c"].tolist()
-    assert all(a.upper() == b for a, b in zip(out["a"], out["b"], strict=True))
-    assert sorted(out["a"]) == sorted(comp["a"])
-
-
 def test_better_rank_by_hand():
     v = np.array([0.9, 0.1, 0.5, 0.3, 0.2])  # ranks 1, 5, 2, 3, 4
     assert co.better_rank(v, [1, 4]) == 4.0

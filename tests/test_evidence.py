@@ -274,6 +274,29 @@ def test_implied_checks_are_shown_and_not_counted():
         _claim([greater("a", "b", implied_by=("nope",))], {"a": 1, "b": 0})
 
 
+def test_an_implied_mark_the_null_draws_contradict_is_refused_and_the_check_counts():
+    """A positive trend over categories does not imply that the top category beats the bottom one: a middle
+    category is enough. Training-methods Figs. 1 and 2 marked it implied, which dropped the paper's end
+    comparison from the verdict; now a null draw where the trend holds and the ends do not refuses the mark."""
+    trend_null = Null("categories dealt", [{"rho": 0.5, "dataset": 1.0, "reinit": 2.0}] + [
+        {"rho": 0.0, "dataset": 1.0, "reinit": 1.0}] * 98)
+    checks = [report.positive("rho", null=trend_null, evidence="t/trend"),
+              greater("dataset", "reinit", null=trend_null, evidence="t/ends", implied_by=("rho is positive",))]
+    c = _claim(checks, {"rho": 0.6, "dataset": 3.0, "reinit": 1.0}, unit="released artefact")
+    ends = c.checks[1]
+    assert ends["implied_by"] == [] and ends["counted"] and ends["excluded"] == ""
+    assert ends["implication_refused"] == ("on null draw 1 of 'dataset is greater than reinit': rho is positive "
+                                           "holds and dataset is greater than reinit does not")
+    assert c.strength()["counted"] == 2
+    assert any("marked implied, but its impliers do not imply it" in p for p in report.audit(c.record()))
+    # a true implication (the worst drop is at least the mean drop) stays shown, not counted, on any draws
+    drops = Null("no set effect", [{"mean": m, "worst": m + w} for m in (0.0, 0.3) for w in (0.0, 0.2)] * 25)
+    c = _claim([report.above("mean", 0.25, null=drops, evidence="t/mean"),
+                report.above("worst", 0.25, null=drops, implied_by=("mean is above 0.25",))],
+               {"mean": 0.4, "worst": 0.6}, unit="released artefact")
+    assert c.checks[1]["excluded"] == "implied by mean is above 0.25" and c.checks[1]["implication_refused"] == ""
+
+
 def test_an_untestable_premise_is_not_testable_with_the_numbers_shown():
     null = Null("zero", [{"speedup": 1.0}])
     c = _claim([report.above("speedup", 1.0, null=null, evidence="t/speed")], {"speedup": 1.4}, unit="timings",
@@ -540,3 +563,36 @@ def test_an_absence_check_whose_page_says_why_it_has_no_null_is_not_counted():
                                                  source="models"), "zero": 0.0}, unit="groups of models")
     assert not c.checks[0]["counted"] and c.checks[0]["excluded"] == "the premise does not hold here"
     assert c.verdict == "cannot decide"
+
+
+def test_a_claim_about_a_bound_is_tested_at_the_bound_not_at_no_effect():
+    """A null that removes the effect altogether sits far below a bound of 0.8, so any estimate above the bound
+    beats it; the estimate's own bootstrap centred and moved to the bound does not: 0.85 with replicates spread
+    ±0.2 is inconclusive there, 1.6 passes, and a cell names the p-value at the bound."""
+    rng = np.random.default_rng(0)
+    spread = rng.normal(0.0, 0.12, 1000)
+    Estimate = report.Estimate
+
+    def made(value):
+        ours = {"ratio": Estimate(value, value + spread, "models")}
+        null = report.centred_null(ours, "ratio", ratio=True, units=69)
+        return _claim([report.above("ratio", 0.8, null=null, null_at=1.0, null_scale=True, evidence="t/ratio")],
+                      ours, unit="released artefact")
+
+    near, far = made(0.85), made(1.6)
+    assert near.verdict == "inconclusive" and near.checks[0]["p"] > 0.2
+    assert far.verdict == "holds" and far.checks[0]["p"] == pytest.approx(1 / 1001)
+    assert far.checks[0]["null"] == "p = 0.001 at the bound (1000 draws)"
+    # by hand: the draws at the bound are 0.8 * (1 + k * (r / 0.85 - 1)), k the small-sample widening
+    k = np.sqrt(69 / 68) * stats.t.ppf(0.95, 68) / stats.norm.ppf(0.95)
+    at_bound = 0.8 * (1 + k * ((0.85 + spread) / 0.85 - 1))
+    assert near.checks[0]["p"] == pytest.approx((1 + np.sum(at_bound >= 0.85)) / 1001)
+    one = {"ratio": Estimate(1.0, 1 + spread, "models")}
+    with pytest.raises(InvalidInputError, match="does not move it to its bound"):
+        _claim([report.above("ratio", 0.8, null=report.centred_null(one, "ratio", ratio=True), evidence="t/r")],
+               one, unit="released artefact")
+    with pytest.raises(InvalidInputError, match="one paired bootstrap"):
+        report.centred_null({"a": Estimate(1.0, spread, "models", group="g"),
+                             "b": Estimate(0.0, spread, "models", group="h")}, "a", "b")
+    with pytest.raises(InvalidInputError, match="as a bootstrap Estimate"):
+        report.centred_null({"a": 1.0}, "a")

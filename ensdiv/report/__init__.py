@@ -73,7 +73,16 @@ from ensdiv.report.claims import (
     slug,
     strength_of,
 )
-from ensdiv.report.nulls import NULL_DRAWS, Null, aa_null, needed_replicates, null_draws, partition_null, seed_flips
+from ensdiv.report.nulls import (
+    NULL_DRAWS,
+    Null,
+    aa_null,
+    centred_null,
+    needed_replicates,
+    null_draws,
+    partition_null,
+    seed_flips,
+)
 from ensdiv.report.pages import PageRun, chapter_summary, claims_page, verdict_box
 from ensdiv.report.replication import UNITS, covers, model_bootstrap, nested_bootstrap
 from ensdiv.report.uncertainty import (
@@ -95,10 +104,11 @@ __doc__ = __doc__.format(rule=RULE)
 __all__ = [
     "ALPHA", "LEVEL", "NULL_DRAWS", "OUTCOMES", "PAPERS", "RULE", "SCALES", "SOURCES", "STAGING_ENV", "UNDECIDED",
     "UNITS", "VERDICTS", "Check", "Claim", "Estimate", "Null", "Outcome", "PageRun", "aa_null", "above", "at_bound",
-    "audit", "below", "chapter_summary", "check_record", "claim", "claims_dir", "claims_page", "correlated",
-    "correlation", "covers", "describe_strength", "evaluate", "evidence_clashes", "facts_table", "fisher_interval",
-    "from_seeds", "greater", "holm", "less", "load_claims", "model_bootstrap", "nan_mean", "needed_replicates",
-    "negative", "nested_bootstrap", "noninferior", "null_draws", "null_p", "paired_bootstrap", "partition_null",
-    "positive", "randomisation_p", "ratio_above", "read_records", "resample_counts", "resample_indices",
-    "sample_bootstrap", "seed_flips", "significant", "slug", "strength_of", "verdict", "verdict_box", "within",
+    "audit", "below", "centred_null", "chapter_summary", "check_record", "claim", "claims_dir", "claims_page",
+    "correlated", "correlation", "covers", "describe_strength", "evaluate", "evidence_clashes", "facts_table",
+    "fisher_interval", "from_seeds", "greater", "holm", "less", "load_claims", "model_bootstrap", "nan_mean",
+    "needed_replicates", "negative", "nested_bootstrap", "noninferior", "null_draws", "null_p", "paired_bootstrap",
+    "partition_null", "positive", "randomisation_p", "ratio_above", "read_records", "resample_counts",
+    "resample_indices", "sample_bootstrap", "seed_flips", "significant", "slug", "strength_of", "verdict",
+    "verdict_box", "within",
 ]

@@ -17,7 +17,10 @@ fed synthetic data whose true effect is known, in standard errors (SE) of the ch
   (:func:`~ensdiv.report.noninferior`, :func:`~ensdiv.report.within`) over ``S`` seeds, with the seeds' swaps as
   the data where the claim is true and the differences flipped around the margin as its null (:func:`_at_margin`,
   where it is just false); there "no effect" means the true difference sits at the margin (the claim
-  just false), and the effect is measured from there towards the claim.
+  just false), and the effect is measured from there towards the claim;
+- ``"bound bootstrap"``: a claim that a quantity of ``S`` models (released, or named) passes a bound ("at least
+  0.8 times"), its bootstrap over the models centred and moved to the bound (:func:`~ensdiv.report.centred_null`);
+  "no effect" is the true value at the bound.
 
 :func:`simulate` returns the share of each verdict. ``tests/test_calibration.py`` holds the rule to its promise
 (with no effect, "holds" and "does not hold" each at most 5 % within Monte-Carlo error; "holds" never rarer as
@@ -33,12 +36,12 @@ from typing import Any
 import numpy as np
 
 from ensdiv.errors import InvalidInputError
-from ensdiv.report.checks import VERDICTS, Check, greater, noninferior, within
+from ensdiv.report.checks import VERDICTS, Check, above, greater, noninferior, within
 from ensdiv.report.checks import correlated as _correlated
 from ensdiv.report.claims import claim
-from ensdiv.report.nulls import Null, aa_null, partition_null, seed_flips
+from ensdiv.report.nulls import Null, aa_null, centred_null, partition_null, seed_flips
 from ensdiv.report.replication import model_bootstrap, nested_bootstrap
-from ensdiv.report.uncertainty import correlation, from_seeds
+from ensdiv.report.uncertainty import Estimate, correlation, from_seeds, resample_indices
 
 __all__ = ["BOOK_CELLS", "CONSTRUCTIONS", "simulate"]
 
@@ -94,6 +97,15 @@ def _pairs(rng: np.random.Generator, s: int, effect: float, *, resamples: int) -
     return _correlated("r", sign=1, null=null, evidence="c/k"), ours, "groups of models"
 
 
+def _bound(rng: np.random.Generator, s: int, effect: float, *, resamples: int) -> _Built:
+    bound = 0.8
+    values = rng.normal(bound + effect / np.sqrt(s), 1.0, s)  # S models' values, sd 1: SE of their mean 1/sqrt(S)
+    picks = resample_indices(s, n_resamples=resamples, seed=int(rng.integers(1 << 30)))
+    ours = {"a": Estimate(float(values.mean()), values[picks].mean(axis=1), "models")}
+    check = above("a", bound, null=centred_null(ours, "a", units=s), null_at=0.0, evidence="c/k")
+    return check, ours, "groups of models"
+
+
 def _absence(kind: str) -> Callable[..., _Built]:
     def build(rng: np.random.Generator, s: int, effect: float, *, resamples: int) -> _Built:
         margin = 1.0
@@ -126,17 +138,19 @@ def _at_margin(check: Check, ours: Mapping[str, Any]) -> Null:
 CONSTRUCTIONS: dict[str, Callable[..., _Built]] = {
     "seed flips": _seeds, "nested seed flips": _nested, "A/A halves": _aa, "model partitions": _partitions,
     "permuted pairs": _pairs, "non-inferiority": _absence("non-inferiority"), "within": _absence("within"),
+    "bound bootstrap": _bound,
 }
 
 
 #: ``(construction, replicates)`` at the counts the book's pages use: seed flips over the 3, 5, 6, 8 and 10 seeds of
 #: the presets (three can never reach 5 %: the check is not counted), nested estimates over 5 and 6 seeds, A/A
-#: halves of 12 runs, groups of 3 and 6 models, correlations over 12 and 25 models, and absence claims over 6
-#: seeds.
+#: halves of 12 runs, groups of 3 and 6 models, correlations over 12 and 25 models, absence claims over 6
+#: seeds, and bounds over 15 models (attack-similarity Fig. G.1's zoo) and 69 (Fig. 1's released models).
 BOOK_CELLS: tuple[tuple[str, int], ...] = (
     ("seed flips", 3), ("seed flips", 5), ("seed flips", 6), ("seed flips", 8), ("seed flips", 10),
     ("nested seed flips", 5), ("nested seed flips", 6), ("A/A halves", 6), ("model partitions", 3),
     ("model partitions", 6), ("permuted pairs", 12), ("permuted pairs", 25), ("non-inferiority", 6), ("within", 6),
+    ("bound bootstrap", 15), ("bound bootstrap", 69),
 )
 
 

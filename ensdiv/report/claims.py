@@ -34,7 +34,9 @@ from ensdiv.report.checks import (
     VERDICTS,
     Check,
     _check_scale,
+    _in_region,
     _plain,
+    _points,
     evaluate,
     holm,
     null_p,
@@ -255,9 +257,13 @@ _SCORE = {"pass": 1.0, "fail": 0.0}
 _BINARY = Check("a rule's pass (1) or fail (0)", region=(">", 0.5))
 
 
-def _rate_text(rate: float | None, null: Null | None, reason: str) -> str:
+def _rate_text(rate: float | None, null: Null | None, reason: str, *, p: float | None = None) -> str:
+    """The verdict box's "passes with no effect" cell: the share of null draws on which the check passes, or, for
+    a null centred on the claim's bound (half its draws pass there by construction), the p-value at the bound."""
     if null is None:
         return f"no null: {reason}" if reason else "no null"
+    if null.centred and p is not None:
+        return f"p = {p:.2g} at the bound ({len(null.draws)} draws)"
     return f"{_MISSING} (not computable)" if rate is None else f"{rate:.0%} of {len(null.draws)} draws"
 
 
@@ -304,8 +310,39 @@ def _p_values(probe: Check, observed: float, check: Check, null_stats: np.ndarra
     return max(passes), p_fail, max(mins)
 
 
+def implication_broken(check: Check, impliers: Sequence[Check], ours: Mapping[str, Any]) -> str:
+    """Where ``check``'s statistic leaves its region while all its ``impliers``' statistics are in theirs ("" when
+    nowhere): on this run's point values and on every null draw of the checks involved. A check marked
+    ``implied_by`` is shown, not counted, only where this finds nothing: "the trend implies the ends" must hold
+    on data without the effect too, not only where the page author pictured it.
+
+    >>> from ensdiv.report.checks import above, greater, positive
+    >>> mean, worst = above("mean", 0.25), above("worst", 0.25)
+    >>> implication_broken(worst, [mean], {"mean": 0.3, "worst": 0.5})
+    ''
+    >>> implication_broken(greater("d", "r"), [positive("rho")], {"rho": 0.4, "d": 1.0, "r": 2.0})
+    'on this run: rho is positive holds and d is greater than r does not'
+    """
+    if check.statistic is None or check.region is None:
+        return ""
+    sources = [("this run", ours)] + [
+        (f"null draw {i + 1} of {c.name!r}", draw) for c in [check, *impliers] if c.null is not None
+        for i, draw in enumerate(c.null.draws)]
+    for where, values in sources:
+        points = _points(values)
+        try:
+            if not all(c.statistic is not None and c.region is not None and _in_region(float(c.statistic(points)),
+                                                                                       c.region) for c in impliers):
+                continue
+            if not _in_region(float(check.statistic(points)), check.region):
+                return f"on {where}: {' and '.join(c.name for c in impliers)} holds and {check.name} does not"
+        except (KeyError, ZeroDivisionError, TypeError, ValueError):
+            continue  # a draw without one of the quantities says nothing either way
+    return ""
+
+
 def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str, Any] | None, level: float, *,
-               unit: str | None, gates: Mapping[str, str | None], premise: str) -> dict[str, Any]:
+               unit: str | None, gates: Mapping[str, str | None], premise: str, broken: str = "") -> dict[str, Any]:
     """One check on this run's values, on the paper's, on its null data (and truth data), and whether it counts.
 
     The p-values read the statistic on the draws of the check's null (and of its ``truth`` for an absence
@@ -333,7 +370,7 @@ def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str,
         raise InvalidInputError(f"Check {check.name!r} depends on the gate {unknown[0]!r}, which the claim lacks.")
     reasons = [
         (on_paper == "fail", "fails on the paper's numbers"),
-        (bool(check.implied_by), f"implied by {', '.join(check.implied_by)}"),
+        (bool(check.implied_by) and not broken, f"implied by {', '.join(check.implied_by)}"),
         (bool(failed_gates), f"not meaningful (gate failed: {', '.join(failed_gates)})"),
         (bool(premise), f"premise not testable at this scale ({premise})"),
         (check.null is None and (not check.absence or bool(check.null_reason)), check.null_reason or NO_NULL),
@@ -345,7 +382,7 @@ def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str,
     ]
     excluded = next((why for hit, why in reasons if hit), "")
     return {"name": check.name, "needs": list(check.needs), "cites": check.cites, "ours": result, "note": note,
-            "paper": on_paper, "null": _rate_text(null_rate, check.null, check.null_reason),
+            "paper": on_paper, "null": _rate_text(null_rate, check.null, check.null_reason, p=p),
             "null_rate": null_rate, "null_draws": len(check.null.draws) if check.null else 0,
             "null_construction": check.null.construction if check.null else "",
             "null_reason": check.null_reason if check.null is None else "", "has_null": check.null is not None,
@@ -355,7 +392,8 @@ def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str,
             "unit": unit, "covered": covered, "p": p, "p_fail": p_fail,
             "p_min": p_min, "holm": None, "holm_fail": None,
             "p_interval": mine.p, "evidence": check.evidence,
-            "implied_by": list(check.implied_by), "gates": list(check.gates if check.gates is not None else gates),
+            "implied_by": [] if broken else list(check.implied_by), "implication_refused": broken,
+            "gates": list(check.gates if check.gates is not None else gates),
             "counted": result is not None and not excluded, "excluded": excluded,
             "value": mine.value, "interval": list(mine.interval) if mine.interval else None, "source": mine.source}
 
@@ -489,6 +527,10 @@ def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: M
     if twice:
         raise InvalidInputError(f"Two checks count the evidence {twice[0]!r}; one piece of evidence counts once.")
     for check in checks:
+        if check.null is not None and check.null.centred and check.null_at is None:
+            raise InvalidInputError(f"Check {check.name!r} reads a centred null (at no effect) but does not move it "
+                                    "to its bound: give it null_at (0 for a difference, 1 and null_scale=True for "
+                                    "a ratio).")
         missing = [n for n in check.implied_by if n not in names]
         if missing:
             raise InvalidInputError(f"Check {check.name!r} is implied by {missing[0]!r}, which the claim lacks.")
@@ -504,8 +546,10 @@ def claim(*, paper: str, item: str, claim: str, checks: Sequence[Check], ours: M
                           "interval": list(out.interval) if out.interval else None, "source": out.source,
                           "paper": None, "null": _MISSING})
     gate_results = {g["name"]: g["ours"] for g in gate_rows}
-    rows = [_check_row(check, ours, paper_values, LEVEL, unit=unit, gates=gate_results,
-                       premise=untestable) for check in checks]
+    by_name = {c.name: c for c in [*checks, *gates]}
+    rows = [_check_row(check, ours, paper_values, LEVEL, unit=unit, gates=gate_results, premise=untestable,
+                       broken=implication_broken(check, [by_name[n] for n in check.implied_by], ours)
+                       if check.implied_by else "") for check in checks]
     _holm_reach(rows)
     _apply_holm(rows)
     paper_values = paper_values or {}
@@ -596,6 +640,9 @@ def audit(record: Mapping[str, Any]) -> list[str]:
             problems.append(f"check {name!r} reads the fact {facts[0]!r}; show it in the facts table.")
         if unit != "released artefact" and not c.get("estimated", bool(c.get("interval"))):
             problems.append(f"check {name!r} compares numbers without an interval.")
+        if c.get("implication_refused"):
+            problems.append(f"check {name!r} is marked implied, but its impliers do not imply it "
+                            f"({c['implication_refused']}); it counts.")
         if not c.get("evidence") and (c.get("has_null") or not c.get("null_reason")):
             problems.append(f"check {name!r} names no evidence key.")
     if not str(record.get("variance", "")).strip():

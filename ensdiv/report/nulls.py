@@ -30,7 +30,7 @@ from ensdiv.errors import InvalidInputError
 from ensdiv.report.replication import model_bootstrap, nested_bootstrap
 from ensdiv.report.uncertainty import _GROUPS, Estimate, _array, from_seeds, resample_counts
 
-__all__ = ["NULL_DRAWS", "Null", "aa_null", "needed_replicates", "null_draws",
+__all__ = ["NULL_DRAWS", "Null", "aa_null", "centred_null", "needed_replicates", "null_draws",
            "partition_null", "seed_flips"]
 
 #: Draws of a null construction unless the page says otherwise.
@@ -50,6 +50,8 @@ class Null:
         replicates: How many replicates the construction permutes (seeds, models), when it permutes them: the
             page then says how many it would need to decide (:func:`needed_replicates`).
         replicate: What those replicates are ("seeds", "models").
+        centred: The draws sit at the statistic's no-effect value (0 for a difference, 1 for a ratio:
+            :func:`centred_null`), so only a check that moves them to its bound (``null_at``) may read them.
     """
 
     construction: str
@@ -57,6 +59,7 @@ class Null:
     exact: bool = False
     replicates: int | None = None
     replicate: str = "seeds"
+    centred: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.construction, str) or not self.construction.strip():
@@ -85,6 +88,74 @@ def null_draws(construction: str, make: Callable[[np.random.Generator], Mapping[
         raise InvalidInputError(f"A null needs at least one draw, got {draws!r}.")
     rng = np.random.default_rng(seed)
     return Null(construction, [make(rng) for _ in range(int(draws))])
+
+
+def _T_OVER_Z(df: int) -> float:  # noqa: N802 - a constant of the degrees of freedom
+    """Student's t over the normal quantile at 95 %: how much wider few units' tails are than the bootstrap's."""
+    from scipy import stats
+
+    return float(stats.t.ppf(0.95, df) / stats.norm.ppf(0.95))
+
+
+def centred_null(values: Mapping[str, Estimate], a: str, b: str | None = None, *, ratio: bool = False,
+                 units: int | None = None) -> Null:
+    """The claim's own estimate with its effect taken out: the bootstrap replicates of ``a - b`` (of ``a``
+    alone without ``b``) minus their value, or of ``a / value`` with ``ratio``, so they sit at no effect (0, or
+    1 for a ratio). A check whose ``null_at`` is that value moves them to its bound: the p-value is then a
+    bootstrap test of the claim's bound ("no more than 0.2 lower", "at least 0.8 times", "above every other"),
+    with the replicates the estimate's interval resamples. It is the null for a claim *about a bound*: a null
+    that removes the effect altogether (a column dealt at random, a second attack's models shuffled) sits far
+    below the bound, where any estimate above the bound beats it.
+
+    Args:
+        values: The claim's quantities; ``a`` (and ``b``) bootstrap :class:`Estimate` s of one paired
+            resampling (the same ``group``), the replicates of one resample combined replicate by replicate.
+        a, b: The statistic ``a - b`` (``a`` without ``b``).
+        ratio: Centre ``a`` at 1 (``a / value``) for a check of a ratio's bound (``null_at=1``,
+            ``null_scale=True``).
+        units: How many units the bootstrap resampled (models): the draws are widened by ``sqrt(n / (n - 1))``
+            (the bias of the bootstrap's plug-in variance) times Student's t over the normal quantile at 95 % with
+            ``n - 1`` degrees of freedom (the tails of few units), without which the test is too eager on few
+            units (``ensdiv.report.calibration``, "bound bootstrap": 7.5 % false "holds" over 15 models).
+
+    >>> from ensdiv.report.uncertainty import Estimate
+    >>> est = {"x": Estimate(2.0, np.array([1.5, 2.5, 3.0]), "models", group="g"),
+    ...        "y": Estimate(1.0, np.ones(3), "models", group="g")}
+    >>> [d["x"] for d in centred_null(est, "x", "y").draws]
+    [-0.5, 0.5, 1.0]
+    >>> [d["x"] for d in centred_null(est, "x", ratio=True).draws]
+    [0.75, 1.25, 1.5]
+    """
+    def replicates(q: str) -> tuple[float, np.ndarray]:
+        est = values.get(q)
+        if not isinstance(est, Estimate) or est.kind != "bootstrap" or est.replicates is None:
+            raise InvalidInputError(f"A centred null needs {q!r} as a bootstrap Estimate with its replicates.")
+        return float(est.value), np.asarray(est.replicates, dtype=float)
+
+    value, reps = replicates(a)
+    if b is not None:
+        if ratio:
+            raise InvalidInputError("A centred null of a ratio reads one quantity (a ratio), not a - b.")
+        b_value, b_reps = replicates(b)
+        ea, eb = values[a], values[b]
+        if b_reps.shape != reps.shape or ea.group is None or ea.group != eb.group:
+            raise InvalidInputError(f"{a!r} and {b!r} must come from one paired bootstrap (the same group) for "
+                                    "their difference to be centred replicate by replicate.")
+        value, reps = value - b_value, reps - b_reps
+    if not np.isfinite(value) or (ratio and value == 0):  # not computable here (too few models): NaN draws
+        value, reps = np.nan, np.full_like(reps, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centred = reps / value - 1 if ratio else reps - value
+    if units is not None:
+        if int(units) < 2:
+            raise InvalidInputError(f"A bootstrap over {units!r} units cannot be widened; it needs at least two.")
+        centred = centred * np.sqrt(units / (units - 1)) * _T_OVER_Z(int(units) - 1)
+    centred = centred + 1 if ratio else centred
+    kept = np.where(np.isfinite(centred), centred, np.nan)  # a replicate it is undefined on stays undefined
+    what = f"{a} − {b}" if b is not None else a
+    how = "divided by its value (at 1)" if ratio else "minus its value (at 0)"
+    draws = [{a: float(x), **({b: 0.0} if b is not None else {})} for x in kept]
+    return Null(f"the bootstrap replicates of {what} {how}, moved to the claim's bound", draws, centred=True)
 
 
 #: Up to this many seeds' patterns (``2**10``), a sign-flip null enumerates them all (an exact permutation test).

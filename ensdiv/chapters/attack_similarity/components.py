@@ -1,5 +1,5 @@
-"""Fig. 1's evidence (issue #50): component importances of the released matrix with a bootstrap over the models,
-and null data in which a component carries no information about similarity.
+"""Fig. 1's evidence: component importances of the released matrix with a bootstrap over the models (the
+claims' nulls are that bootstrap, centred at their bounds: :func:`ensdiv.report.centred_null`).
 
 :func:`~ensdiv.chapters.attack_similarity.release.component_importance` keeps each pair's contribution to every
 component's importance (``attrs["per_pair"]``). A component's importance is the mean of its column over the
@@ -8,9 +8,6 @@ resamples the *models* instead: a resample weighs the pair (a, b) of distinct mo
 drawn (a model drawn twice weighs twice; a model never pairs with its own copy). The regressor is not refitted
 on a resample.
 
-* :func:`dealt_components` — the component table with some columns dealt at random among the models (the same
-  values, each model given another model's): those components then carry no information about the models'
-  similarity, whatever the matrix; the regressor refitted on it gives the null of a claim about them.
 * :func:`pair_weights`, :func:`importance_estimates` — statistics of the importance vector, bootstrapped over
   the models.
 * :func:`better_rank` — the better (smaller) rank of some components among all (1 = most important).
@@ -22,32 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 import ensdiv as ed
 from ensdiv.chapters.attack_similarity.intervals import new_group
-from ensdiv.errors import InvalidInputError
 
-__all__ = ["better_rank", "dealt_components", "importance_estimates", "pair_weights"]
-
-
-def dealt_components(components: pd.DataFrame, columns: Sequence[str], rng: np.random.Generator) -> pd.DataFrame:
-    """A copy of ``components`` with the ``columns`` dealt at random among the models: one permutation of the
-    rows for all of them (their joint values stay together), the other columns kept.
-
-    >>> comp = pd.DataFrame({"a": ["x", "y", "z"], "b": ["p", "q", "r"], "c": [1, 2, 3]})
-    >>> out = dealt_components(comp, ["a", "b"], np.random.default_rng(0))
-    >>> sorted(out["a"]) == ["x", "y", "z"], out["c"].tolist(), sorted(zip(out["a"], out["b"]))[0]
-    (True, [1, 2, 3], ('x', 'p'))
-    """
-    missing = [c for c in columns if c not in components.columns]
-    if missing:
-        raise InvalidInputError(f"No component {missing[0]!r}; the table has {', '.join(components.columns)}.")
-    perm = rng.permutation(len(components))
-    out = components.copy()
-    for c in columns:
-        out[c] = components[c].to_numpy()[perm]
-    return out
+__all__ = ["better_rank", "importance_estimates", "pair_weights"]
 
 
 def pair_weights(pairs: Any, n_models: int, *, n_resamples: int, seed: int) -> np.ndarray:
