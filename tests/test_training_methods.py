@@ -627,17 +627,18 @@ def test_swapped_null_removes_a_difference_and_keeps_identical_results():
     assert all(d["a"].value == d["b"].value for d in same.draws)
 
 
-def test_pair_statistics_under_unit_weights_match_the_direct_ones():
-    from ensdiv.chapters.training_methods.additions import _gap_w, _share_w
+def test_a_pairs_gap_and_class_share_by_hand():
+    import pandas as pd
 
-    rng = np.random.default_rng(0)
-    theta, labels = rng.uniform(0, 90, 60), rng.integers(0, 4, 60)
-    groups = rng.choice(["both correct", "only base correct", "only other correct"], 60)
-    ob, oo = (groups == ch.GROUPS[1]).astype(float), (groups == ch.GROUPS[2]).astype(float)
-    ones = np.ones((1, 60))
-    direct_gap = theta[ob > 0].mean() - theta[oo > 0].mean()
-    assert _gap_w(ones, theta, ob, oo)[0] == pytest.approx(direct_gap)
-    assert _share_w(ones, theta - 45.0, np.eye(4)[labels])[0] == pytest.approx(ch.class_share(theta - 45.0, labels))
+    angles = pd.DataFrame({"theta": [60.0, 50.0, 30.0, 45.0, 20.0],
+                           "group": [ch.GROUPS[1], ch.GROUPS[1], ch.GROUPS[2], ch.GROUPS[0], ch.GROUPS[2]],
+                           "label": [0, 0, 1, 1, 1]})
+    assert ch.pair_gap(angles) == pytest.approx((60 + 50) / 2 - (30 + 20) / 2)
+    # θ − 45 = 15, 5 | -15, 0, -25: class means 10 and -40/3, grand mean -4; η² = between / total
+    d = np.array([15.0, 5.0, -15.0, 0.0, -25.0])
+    between = 2 * (10 + 4) ** 2 + 3 * (-40 / 3 + 4) ** 2
+    assert ch.pair_share(angles) == pytest.approx(between / ((d - d.mean()) ** 2).sum())
+    assert np.isnan(ch.pair_gap(angles.assign(group=ch.GROUPS[0])))
 
 
 def test_first_additions_and_pair_sets_by_hand():

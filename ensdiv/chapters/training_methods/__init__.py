@@ -35,7 +35,6 @@ from ensdiv.chapters.training_methods.additions import (
     set_means,
     swapped_curves_null,
     swapped_null,
-    swapped_pairs_null,
     trained_differently,
 )
 from ensdiv.chapters.training_methods.analysis import (
@@ -84,6 +83,9 @@ from ensdiv.chapters.training_methods.estimates import (
     missing_estimate,
     model_correlation,
     pair_correct,
+    pair_gap,
+    pair_share,
+    per_model,
 )
 from ensdiv.chapters.training_methods.groups import (
     FMNIST_CLASS_GROUPS,
@@ -161,9 +163,10 @@ __all__ = [
     "PAPER_LOW_ERROR_RATIO", "loss_and_data", "other_loss_or_data", "PAPER_PAIRS", "PAPER_DOWN_MODELS",
     "DRY_POPULATION", "probe_device", "downstream_estimates",
     "addition_tables", "centred_gain_null", "first_additions_compared", "relabelled_additions_null",
-    "swapped_curves_null", "swapped_null", "swapped_pairs_null", "k_grid", "relabelled_sets_null", "set_means",
+    "swapped_curves_null", "swapped_null", "k_grid", "relabelled_sets_null", "set_means",
     "trained_differently", "combination_gain_images",
     "MIN_MODELS", "attach_null", "category_groups", "group_estimates", "group_null", "trend_estimate", "trend_null",
+    "pair_gap", "pair_share", "per_model",
 ]
 
 # ---- presets -------------------------------------------------------------------------------------------

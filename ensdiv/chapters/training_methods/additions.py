@@ -1,4 +1,5 @@
-"""Null data for the claims about a few chosen models (Figs. 3–7): the page's own data with the effect removed.
+"""Null data for the claims about a few chosen models (Figs. 5–7): the page's own data with the effect removed.
+(Figs. 3 and 4 compare categories of models: :mod:`~ensdiv.chapters.training_methods.model_groups`.)
 
 - **No gain** (Figs. 5, 6). Per-image gains centred at zero, column by column, and the test images resampled
   (:func:`centred_gain_null`).
@@ -6,8 +7,8 @@
   data" / "the same" are permuted among them (each pool keeps its size), both first additions are chosen again
   on the validation split and scored on test (:func:`relabelled_additions_null`). A larger pool's best-of-more
   advantage stays in the null, so a check that only reflects it does not count.
-- **The two compared models do not differ** (Figs. 3, 4, 6, 7). Their per-image results exchanged at random on
-  every test image (:func:`swapped_null`, :func:`swapped_curves_null`, :func:`swapped_pairs_null`).
+- **The two compared models do not differ** (Figs. 6, 7). Their per-image results exchanged at random on every
+  test image (:func:`swapped_null`, :func:`swapped_curves_null`).
 - **Training differences carry nothing** (Fig. 7). The labels "trained differently" / "alike" permuted across the
   pairs (:func:`relabelled_sets_null`).
 
@@ -24,12 +25,12 @@ import numpy as np
 import torch
 
 import ensdiv as ed
-from ensdiv.chapters.training_methods.analysis import GROUPS, loss_and_data, other_loss_or_data
+from ensdiv.chapters.training_methods.analysis import loss_and_data, other_loss_or_data
 from ensdiv.chapters.training_methods.population import Outputs, calibrated_probs
 
 __all__ = ["addition_tables", "centred_gain_null", "first_additions_compared", "relabelled_additions_null",
            "relabelled_sets_null", "set_means",
-           "swapped_curves_null", "swapped_null", "swapped_pairs_null", "trained_differently"]
+           "swapped_curves_null", "swapped_null", "trained_differently"]
 
 
 def _estimate(value: float, reps: np.ndarray, tag: str) -> Any:
@@ -216,54 +217,3 @@ def relabelled_sets_null(scores: np.ndarray, differs: np.ndarray, *, names: Sequ
 
     return ed.report.null_draws("the labels 'trained differently' / 'trained alike' permuted across the pairs "
                                 "(set sizes kept)", make, draws=draws, seed=seed)
-
-
-# ---- Figs. 3 and 4: two pairs scored on the same test images ---------------------------------------------------
-def _gap_w(w: np.ndarray, theta: np.ndarray, only_base: np.ndarray, only_other: np.ndarray) -> np.ndarray:
-    """Fig. 3's gap (mean θ where only the base is right minus where only the other is) under image weights
-    ``w`` ``(R, N)``; NaN where a group is empty."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (w @ (theta * only_base)) / (w @ only_base) - (w @ (theta * only_other)) / (w @ only_other)
-
-
-def _share_w(w: np.ndarray, dtheta: np.ndarray, onehot: np.ndarray) -> np.ndarray:
-    """Fig. 4's class share η² (between-class over total sum of squares of θ − 45°) under image weights ``w``."""
-    n, s1, s2 = w.sum(1), w @ dtheta, w @ dtheta ** 2
-    nc, sc = w @ onehot, w @ (onehot * dtheta[:, None])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        between = np.nansum(np.where(nc > 0, sc ** 2 / nc, 0.0), 1) - s1 ** 2 / n
-        total = s2 - s1 ** 2 / n
-        return np.where(total > 1e-12, between / total, np.nan)
-
-
-def swapped_pairs_null(angles: dict[str, Any], a: str, b: str, *, statistic: str, names: dict[str, str],
-                       draws: int, seed: int, n_resamples: int) -> Any:
-    """Null data for "pair ``a``'s statistic exceeds pair ``b``'s" (Fig. 3's gap, ``statistic="gap"``; Fig. 4's
-    class share, ``"share"``): on every test image the two pairs' angles (and who is right) exchanged with
-    probability ½, the statistic recomputed on a bootstrap over the images (one set of resamples for all draws).
-    ``angles``: ``{category: pair_angles(...)}`` on the same test images; keyed by ``names``."""
-
-    da, db = angles[a], angles[b]
-    n = len(da)
-    theta = {k: d["theta"].to_numpy(float) for k, d in ((a, da), (b, db))}
-    ob = {k: (d["group"] == GROUPS[1]).to_numpy(float) for k, d in ((a, da), (b, db))}
-    oo = {k: (d["group"] == GROUPS[2]).to_numpy(float) for k, d in ((a, da), (b, db))}
-    labels = da["label"].to_numpy(int)
-    onehot = np.eye(int(labels.max()) + 1)[labels]
-    w = ed.report.resample_counts(n, n_resamples=n_resamples, seed=[seed, 14])
-    ones = np.ones((1, n))
-
-    def stat(weights: np.ndarray, t: np.ndarray, b_only: np.ndarray, o_only: np.ndarray) -> np.ndarray:
-        return _gap_w(weights, t, b_only, o_only) if statistic == "gap" else _share_w(weights, t - 45.0, onehot)
-
-    def make(rng: np.random.Generator) -> dict[str, Any]:
-        swap = rng.random(n) < 0.5
-        tag = f"pairs-null-{rng.integers(2 ** 62)}"
-        out = {}
-        for key, other in ((a, b), (b, a)):
-            t, x, y = (np.where(swap, arr[other], arr[key]) for arr in (theta, ob, oo))
-            out[names[key]] = _estimate(stat(ones, t, x, y)[0], stat(w, t, x, y), tag)
-        return out
-
-    return ed.report.null_draws(f"the {a} and {b} pairs' angles exchanged at random on every test image", make,
-                                draws=draws, seed=seed)

@@ -13,7 +13,7 @@ import torch
 from scipy import stats
 
 import ensdiv as ed
-from ensdiv.chapters.training_methods.analysis import GROUPS, other_loss_or_data
+from ensdiv.chapters.training_methods.analysis import GROUPS, other_loss_or_data, pair_angles
 from ensdiv.chapters.training_methods.groups import group_p, same_size_groupings
 from ensdiv.chapters.training_methods.paper import CATEGORIES, CATEGORY_LABELS
 from ensdiv.chapters.training_methods.population import Outputs, Population, calibrated_probs
@@ -214,6 +214,25 @@ def angle_gap_estimates(angles: Mapping[str, pd.DataFrame | None], *, n_resample
     if per:
         result.update(bootstrap(per, dict.fromkeys(per, _angle_gap), n_resamples=n_resamples, seed=seed))
     return result
+
+
+def pair_gap(angles: pd.DataFrame) -> float:
+    """Fig. 3's gap of one pair (a :func:`pair_angles` frame): mean θ where only the base is right minus mean θ
+    where only the other model is right (degrees); NaN when either set is empty."""
+    return _angle_gap(angles["theta"].to_numpy(float), (angles["group"] == GROUPS[1]).to_numpy(),
+                      (angles["group"] == GROUPS[2]).to_numpy())
+
+
+def pair_share(angles: pd.DataFrame) -> float:
+    """Fig. 4's class share of one pair (a :func:`pair_angles` frame): η² of θ − 45° by class."""
+    return class_share(angles["theta"].to_numpy(float) - 45.0, angles["label"].to_numpy(int))
+
+
+def per_model(out: Outputs, temps: torch.Tensor, keys: Sequence[str], statistic: Any, *, name: str) -> pd.Series:
+    """``statistic`` (:func:`pair_gap`, :func:`pair_share`) of every model of ``keys`` paired with the base, one
+    number per model: what a claim about categories of models compares (:func:`group_estimates` resamples the
+    models), where one pair per category would speak for that pair only."""
+    return pd.Series({k: float(statistic(pair_angles(out, temps, k))) for k in keys}, name=name, dtype=float)
 
 
 def _class_means(d: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
