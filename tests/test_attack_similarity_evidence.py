@@ -45,14 +45,22 @@ def test_silhouette_equals_sklearn_without_duplicates():
     assert ev.silhouette(x, labels) == pytest.approx(silhouette_score(x, labels))
 
 
-def test_k_slope_recovers_the_cluster_effect_at_equal_member_error():
+def test_k_slope_holds_the_best_member_fixed_too():
+    """Ensembles over more clusters mix less alike models, whose best member errs less at the same mean: a fit at
+    equal mean member error alone credits k with that spread; at equal mean and best member error it does not."""
     rng = np.random.default_rng(3)
     n = 200
     t = pd.DataFrame({"N": rng.integers(2, 5, n), "k": rng.integers(1, 4, n),
                       "mean member error (%)": rng.uniform(10, 20, n)})
-    # error: 0.8 × member error − 1.5 per cluster + a size effect, no noise
-    t["top-1 error (%)"] = 0.8 * t["mean member error (%)"] - 1.5 * t["k"] + 0.3 * t["N"] ** 2
+    t["best member error (%)"] = t["mean member error (%)"] - 1.0 * t["k"] - rng.uniform(0, 2, n)
+    # error: 0.5 × mean + 0.4 × best member error − 1.5 per cluster + a size effect, no noise
+    t["top-1 error (%)"] = (0.5 * t["mean member error (%)"] + 0.4 * t["best member error (%)"] - 1.5 * t["k"]
+                            + 0.3 * t["N"] ** 2)
     assert ev.k_slope(t, "top-1 error (%)") == pytest.approx(-1.5)
+    sizes = [(t["N"] == v).astype(float) for v in sorted(t["N"].unique())]
+    mean_only = np.linalg.lstsq(np.column_stack([t["k"], t["mean member error (%)"], *sizes]),
+                                t["top-1 error (%)"], rcond=None)[0][0]
+    assert mean_only == pytest.approx(-1.9, abs=0.05)  # the best member's spread credited to k
     assert np.isnan(ev.k_slope(t.assign(k=1), "top-1 error (%)"))  # k never varies: not computable
 
 
@@ -62,6 +70,7 @@ def test_cluster_ensemble_table_by_hand():
     t = ev.cluster_ensemble_table(logits, torch.tensor([0, 1]), [1, 1, 2], max_members=2, n_draws=1, seed=0)
     one = t[t["k"] == 1].iloc[0]  # models 0 and 1: mean logits (1, 0.5) right, (0, 1) right
     assert one["top-1 error (%)"] == 0.0 and one["mean member error (%)"] == 25.0 and one["ERR (%)"] == 100.0
+    assert one["best member error (%)"] == 0.0
 
 
 def test_partial_r_matches_the_textbook_formula():

@@ -81,8 +81,10 @@ def test_kind_table_with_k_slope_recovers_an_effect_at_equal_member_error():
     n = 120
     t = pd.DataFrame({"kind": rng.choice(["regime", "init", "hparam"], n), "base": rng.choice(["r", "v"], n),
                       "N": rng.integers(2, 4, n), "mean member error (%)": rng.uniform(10, 20, n)})
+    t["best member error (%)"] = t["mean member error (%)"] - rng.uniform(0, 3, n)
     level = t["base"].map({"r": 1.0, "v": 3.0}) + 0.5 * t["N"]
-    t["top-1 error (%)"] = 0.7 * t["mean member error (%)"] - 1.5 * (t["kind"] == "regime") + level
+    t["top-1 error (%)"] = (0.5 * t["mean member error (%)"] + 0.3 * t["best member error (%)"]
+                            - 1.5 * (t["kind"] == "regime") + level)
     kt = wi.kind_table(t, "regime", ["init", "hparam", "regime"], strata=("base", "N"))
     assert ev.k_slope(kt, "top-1 error (%)") == pytest.approx(-1.5)
 

@@ -41,6 +41,7 @@ from ensdiv.chapters.attack_similarity.intervals import new_group
 from ensdiv.errors import InvalidInputError
 
 __all__ = [
+    "COVARIATES",
     "ENSEMBLE_COLUMNS",
     "MIN_PARTIAL",
     "block_contrast",
@@ -219,7 +220,10 @@ def swapped_directions(one_side: Any, rng: np.random.Generator) -> np.ndarray:
 
 
 # ---- Fig. 3: ensembles drawn from k clusters, member accuracy as a covariate -------------------------------------
-ENSEMBLE_COLUMNS = ("top-1 error (%)", "mean member error (%)", "ERR (%)", "all wrong (%)")
+ENSEMBLE_COLUMNS = ("top-1 error (%)", "mean member error (%)", "best member error (%)", "ERR (%)", "all wrong (%)")
+#: What an ensemble's error is compared at (:func:`k_slope`): its members' mean error *and* its best member's, so an
+#: ensemble of unequal members (whose best member alone errs less) is not credited with its spread.
+COVARIATES = ("mean member error (%)", "best member error (%)")
 
 
 def cluster_ensemble_table(logits: Any, labels: Any, clusters: Any, *, max_members: int, n_draws: int,
@@ -248,12 +252,12 @@ def cluster_ensemble_table(logits: Any, labels: Any, clusters: Any, *, max_membe
 
 def ensemble_rows(logits: Any, labels: Any, combos: Any) -> list[dict[str, float]]:
     """One dict per ensemble of ``combos`` (K, N) (mean of the members' logits): its size ``N`` and the
-    :data:`ENSEMBLE_COLUMNS` (top-1 error, mean member error, ERR = 1 − error / mean member error, NaN when the
-    members make no error, and the share of images every member gets wrong; in %).
+    :data:`ENSEMBLE_COLUMNS` (top-1 error, mean member error, the best member's error, ERR = 1 − error / mean
+    member error, NaN when the members make no error, and the share of images every member gets wrong; in %).
 
     >>> logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [0.0, 1.0]]])  # 2 models, 2 images
     >>> [round(v, 1) for v in ensemble_rows(logits, torch.tensor([0, 1]), torch.tensor([[0, 1]]))[0].values()]
-    [2, 0.0, 25.0, 100.0, 0.0]
+    [2, 0.0, 25.0, 0.0, 100.0, 0.0]
     """
     x = torch.as_tensor(logits).double()
     y = torch.as_tensor(labels).cpu()
@@ -264,27 +268,30 @@ def ensemble_rows(logits: Any, labels: Any, combos: Any) -> list[dict[str, float
     ens = (x[combos].mean(1).argmax(-1) != y).double().mean(-1)  # (K,)
     member = wrong[combos]  # (K, N, images)
     mean_member = member.mean((1, 2))
+    best_member = member.mean(2).min(1).values
     with np.errstate(divide="ignore", invalid="ignore"):
         err = np.where(mean_member > 0, 1 - ens.numpy() / mean_member.numpy(), np.nan)
     n = int(combos.shape[1])
     return [{"N": n, "top-1 error (%)": 100 * float(e), "mean member error (%)": 100 * float(m),
-             "ERR (%)": 100 * float(r), "all wrong (%)": 100 * float(a)}
-            for e, m, r, a in zip(ens, mean_member, err, member.prod(1).mean(-1), strict=True)]
+             "best member error (%)": 100 * float(b), "ERR (%)": 100 * float(r), "all wrong (%)": 100 * float(a)}
+            for e, m, b, r, a in zip(ens, mean_member, best_member, err, member.prod(1).mean(-1), strict=True)]
 
 
 def k_slope(table: pd.DataFrame, outcome: str, rows: np.ndarray | None = None) -> float:
-    """The change of ``outcome`` per extra cluster ``k`` among ensembles of one size with the same mean member
-    error: the coefficient of ``k`` in a least-squares fit of ``outcome`` on ``k``, the mean member error and one
-    intercept per size ``N`` (over ``rows``, default all). NaN when ``k`` does not vary within a size or the fit is
-    rank-deficient.
+    """The change of ``outcome`` per extra cluster ``k`` among ensembles of one size with the same mean *and* best
+    member error (:data:`COVARIATES`): the coefficient of ``k`` in a least-squares fit of ``outcome`` on ``k``, the
+    two member errors and one intercept per size ``N`` (over ``rows``, default all). NaN when ``k`` does not vary
+    within a size or the fit is rank-deficient.
 
-    >>> t = pd.DataFrame({"N": [2] * 4, "k": [1, 1, 2, 2], "mean member error (%)": [10.0, 12.0, 10.0, 12.0],
-    ...                   "top-1 error (%)": [9.0, 10.0, 7.0, 8.0]})
-    >>> round(k_slope(t, "top-1 error (%)"), 6)  # 2 points lower with k = 2 at equal member error
+    >>> t = pd.DataFrame({"N": [2] * 6, "k": [1, 1, 1, 2, 2, 2],
+    ...                   "mean member error (%)": [10.0, 12.0, 12.0, 10.0, 12.0, 12.0],
+    ...                   "best member error (%)": [8.0, 8.0, 11.0, 8.0, 8.0, 11.0],
+    ...                   "top-1 error (%)": [9.0, 10.0, 11.0, 7.0, 8.0, 9.0]})
+    >>> round(k_slope(t, "top-1 error (%)"), 6)  # 2 points lower with k = 2 at equal member errors
     -2.0
     """
     n_col, k_col = table["N"].to_numpy(), table["k"].to_numpy(dtype=float)
-    m_col, y_col = table["mean member error (%)"].to_numpy(dtype=float), table[outcome].to_numpy(dtype=float)
+    m_col, y_col = table[list(COVARIATES)].to_numpy(dtype=float), table[outcome].to_numpy(dtype=float)
     return _slope(n_col, k_col, m_col, y_col, rows)
 
 
@@ -292,7 +299,7 @@ def _slope(n_col: np.ndarray, k_col: np.ndarray, m_col: np.ndarray, y_col: np.nd
            rows: np.ndarray | None) -> float:
     if rows is not None:
         n_col, k_col, m_col, y_col = n_col[rows], k_col[rows], m_col[rows], y_col[rows]
-    ok = np.isfinite(y_col)
+    ok = np.isfinite(y_col) & np.isfinite(m_col.reshape(len(y_col), -1)).all(1)
     n_col, k_col, m_col, y_col = n_col[ok], k_col[ok], m_col[ok], y_col[ok]
     if y_col.size == 0:
         return float("nan")
@@ -312,7 +319,7 @@ def k_slopes(table: pd.DataFrame, outcomes: Any, *, n_resamples: int, seed: int)
     draws = list(ed.report.resample_indices(n, n_resamples=int(n_resamples), seed=rng)) if n else []
     group = new_group("ensembles")
     out = {}
-    cols = table["N"].to_numpy(), table["k"].to_numpy(dtype=float), table["mean member error (%)"].to_numpy(dtype=float)
+    cols = table["N"].to_numpy(), table["k"].to_numpy(dtype=float), table[list(COVARIATES)].to_numpy(dtype=float)
     for what in outcomes:
         y = table[what].to_numpy(dtype=float)
         reps = np.array([_slope(*cols, y, r) for r in draws], dtype=float)
