@@ -83,7 +83,7 @@ from ensdiv.report.nulls import (
     partition_null,
     seed_flips,
 )
-from ensdiv.report.pages import PageRun, chapter_summary, claims_page, verdict_box
+from ensdiv.report.pages import PageRun, chapter_summary, claims_page, smoke_note, verdict_box
 from ensdiv.report.replication import UNITS, covers, model_bootstrap, nested_bootstrap
 from ensdiv.report.uncertainty import (
     LEVEL,
@@ -109,6 +109,6 @@ __all__ = [
     "fisher_interval", "from_seeds", "greater", "holm", "less", "load_claims", "model_bootstrap", "nan_mean",
     "needed_replicates", "negative", "nested_bootstrap", "noninferior", "null_draws", "null_p", "paired_bootstrap",
     "partition_null", "positive", "randomisation_p", "ratio_above", "read_records", "resample_counts",
-    "resample_indices", "sample_bootstrap", "seed_flips", "significant", "slug", "strength_of", "verdict",
+    "resample_indices", "sample_bootstrap", "seed_flips", "smoke_note", "significant", "slug", "strength_of", "verdict",
     "verdict_box", "within",
 ]

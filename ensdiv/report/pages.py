@@ -17,7 +17,7 @@ from typing import Any
 from ensdiv.report.checks import RULE, VERDICTS, _check_scale
 from ensdiv.report.claims import _fmt, _fmt_interval, strength_of
 
-__all__ = ["PageRun", "chapter_summary", "claims_page", "verdict_box"]
+__all__ = ["PageRun", "chapter_summary", "claims_page", "smoke_note", "verdict_box"]
 
 #: What a page's state can be: ran to the end, failed, or has no executed copy at this scale.
 PAGE_STATES = ("ok", "failed", "not run")
@@ -305,3 +305,15 @@ def verdict_box(page: PageRun, *, target: str | None = None) -> str:
     scale = page.records[0]["scale"]
     body = "\n".join([*lines, f"Scale **{scale}**, by the book's one rule. {link}".rstrip()])
     return f"```{{admonition}} {title}\n:class: ensdiv-verdict {classes}\n{body}\n```\n"
+
+
+def smoke_note(scale: str, run: str) -> None:
+    """A page's closing line at smoke scale: what the run trained (``run``) and that its numbers check the code
+    path, not the paper; nothing at another scale. One sentence for every page, so a reader learns it once.
+
+    >>> smoke_note("smoke", "one epoch")
+    Smoke scale: one epoch; the numbers check the code path and say nothing about the paper's claim.
+    >>> smoke_note("cpu", "one epoch")
+    """
+    if scale == "smoke":
+        print(f"Smoke scale: {run}; the numbers check the code path and say nothing about the paper's claim.")
