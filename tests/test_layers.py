@@ -122,3 +122,8 @@ def test_registries_are_complete_in_a_fresh_interpreter():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_contributing_guide_states_the_layers_in_this_order():
+    guide = " ".join((PKG.parent / "CONTRIBUTING.md").read_text(encoding="utf-8").split())
+    assert " → ".join(name for name, _ in LAYERS) in guide
