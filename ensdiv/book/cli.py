@@ -9,6 +9,7 @@ others have run.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import subprocess
 import sys
@@ -272,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ensdiv: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        # the page's cell, interrupted with its kernel, still answers into nbclient's event loop; asyncio would
+        # report that unread answer at exit ("Task exception was never retrieved", a traceback of the cell)
+        logging.getLogger("asyncio").disabled = True
         print("ensdiv: interrupted; finished work is cached and a re-run resumes.", file=sys.stderr)
         return 130
 

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import functools
 import json
+import logging
 import os
 import shutil
 import sys
@@ -436,6 +437,7 @@ def _one_job(args: tuple[Path, dict[str, Any], dict[str, str]]) -> NotebookResul
         with _environ(**limits):  # the page's kernel inherits its thread limits
             (res,) = run_notebooks([nb], **options)
     except KeyboardInterrupt:  # the page cleaned up on its way out; the parent says "interrupted" once
+        logging.getLogger("asyncio").disabled = True  # the interrupted cell's late answer (see cli.main)
         raise SystemExit(130) from None
     finally:
         _IN_JOB[0] = False
