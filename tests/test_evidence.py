@@ -596,3 +596,11 @@ def test_a_claim_about_a_bound_is_tested_at_the_bound_not_at_no_effect():
                              "b": Estimate(0.0, spread, "models", group="h")}, "a", "b")
     with pytest.raises(InvalidInputError, match="as a bootstrap Estimate"):
         report.centred_null({"a": 1.0}, "a")
+    with pytest.raises(InvalidInputError, match="cannot be widened"):
+        report.centred_null(one, "ratio", ratio=True, units=1)
+    with pytest.raises(InvalidInputError, match="reads one quantity"):
+        report.centred_null({"a": Estimate(1.0, spread, "models", group="g"),
+                             "b": Estimate(0.0, spread, "models", group="g")}, "a", "b", ratio=True)
+    # where the estimate is undefined (too few models), so are the draws: the check is not counted
+    undefined = report.centred_null({"r": Estimate(float("nan"), spread, "models")}, "r", units=15)
+    assert all(np.isnan(d["r"]) for d in undefined.draws)

@@ -90,7 +90,7 @@ def null_draws(construction: str, make: Callable[[np.random.Generator], Mapping[
     return Null(construction, [make(rng) for _ in range(int(draws))])
 
 
-def _T_OVER_Z(df: int) -> float:  # noqa: N802 - a constant of the degrees of freedom
+def _t_over_z(df: int) -> float:
     """Student's t over the normal quantile at 95 %: how much wider few units' tails are than the bootstrap's."""
     from scipy import stats
 
@@ -149,7 +149,7 @@ def centred_null(values: Mapping[str, Estimate], a: str, b: str | None = None, *
     if units is not None:
         if int(units) < 2:
             raise InvalidInputError(f"A bootstrap over {units!r} units cannot be widened; it needs at least two.")
-        centred = centred * np.sqrt(units / (units - 1)) * _T_OVER_Z(int(units) - 1)
+        centred = centred * np.sqrt(units / (units - 1)) * _t_over_z(int(units) - 1)
     centred = centred + 1 if ratio else centred
     kept = np.where(np.isfinite(centred), centred, np.nan)  # a replicate it is undefined on stays undefined
     what = f"{a} − {b}" if b is not None else a
