@@ -77,7 +77,10 @@ def test_a_seed_base_that_is_not_a_whole_number_in_range_is_one_sentence(monkeyp
 
 
 def test_the_cli_takes_a_seed_base_for_run_and_book_and_refuses_a_bad_one(monkeypatch):
-    monkeypatch.delenv(seeding.SEED_BASE_ENV, raising=False)
+    # setenv first, so that the variable the CLI sets is removed after the test (a delenv of an absent variable
+    # records nothing to undo, and the seed base leaked into the tests that ran next in this process)
+    monkeypatch.setenv(seeding.SEED_BASE_ENV, "0")
+    monkeypatch.delenv(seeding.SEED_BASE_ENV)
     parser = cli.build_parser()
     assert parser.parse_args(["run", "--seed-base", "1", "x.ipynb"]).seed_base == "1"
     assert parser.parse_args(["book", "--seed-base", "2"]).seed_base == "2"

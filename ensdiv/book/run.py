@@ -697,15 +697,16 @@ def _last_words(log: Path) -> str:
 
 
 def _start_and_run(pm: Any, source: nbformat.NotebookNode, tmp: Path, *, kernel: str, cwd: Path,
-                   kernel_log: Path) -> None:
+                   kernel_log: Path | None = None) -> None:
     """``papermill.execute_notebook`` into ``tmp``, starting the kernel again (up to :data:`KERNEL_STARTS`
     times) when it dies before running anything; any other failure, or a kernel that died once it had
-    started, is raised as it is. The kernel's stderr goes to ``kernel_log``."""
+    started, is raised as it is. The kernel's stderr goes to ``kernel_log`` (else to this process's)."""
     for attempt in range(1, KERNEL_STARTS + 1):
         try:
             pm.execute_notebook(
                 source, str(tmp), parameters=None, kernel_name=kernel, cwd=str(cwd),
-                progress_bar=False, log_output=False, kernel_manager_class=_kernel_manager(kernel_log),
+                progress_bar=False, log_output=False,
+                **({"kernel_manager_class": _kernel_manager(kernel_log)} if kernel_log else {}),
                 # a clean terminal: the kernel's "running over TCP without encryption" notice is not
                 # the reader's business (its errors still show)
                 extra_arguments=["--IPKernelApp.log_level=ERROR"],
