@@ -29,11 +29,13 @@ from ensdiv.train import probe
 GROUPS = ("both correct", "only base correct", "only other correct", "both wrong")
 
 
-def pair_angles(out: Outputs, temps: torch.Tensor, other: str, split: str = "test") -> pd.DataFrame:
+def pair_angles(out: Outputs, temps: torch.Tensor, other: str, split: str = "test", *,
+                probs: torch.Tensor | None = None) -> pd.DataFrame:
     """Per sample: θ = atan2(conf_base, conf_other) in degrees (:func:`ensdiv.metrics.specialization_angle`;
     high = the base more confident), each model's confidence being its calibrated maximum softmax
-    probability, the correctness group (:data:`GROUPS`) and the label."""
-    probs = calibrated_probs(out, temps, split)
+    probability, the correctness group (:data:`GROUPS`) and the label. ``probs``: the calibrated probabilities
+    of ``split`` when the caller already has them (one model after another: computed once)."""
+    probs = calibrated_probs(out, temps, split) if probs is None else probs
     y = out.labels[split]
     pb, po = probs[out.index(out.base)], probs[out.index(other)]
     theta = mt.specialization_angle(pb.max(-1).values, po.max(-1).values)

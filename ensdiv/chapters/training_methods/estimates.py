@@ -232,7 +232,9 @@ def per_model(out: Outputs, temps: torch.Tensor, keys: Sequence[str], statistic:
     """``statistic`` (:func:`pair_gap`, :func:`pair_share`) of every model of ``keys`` paired with the base, one
     number per model: what a claim about categories of models compares (:func:`group_estimates` resamples the
     models), where one pair per category would speak for that pair only."""
-    return pd.Series({k: float(statistic(pair_angles(out, temps, k))) for k in keys}, name=name, dtype=float)
+    probs = calibrated_probs(out, temps, "test")  # once for every pair
+    return pd.Series({k: float(statistic(pair_angles(out, temps, k, probs=probs))) for k in keys}, name=name,
+                     dtype=float)
 
 
 def _class_means(d: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
