@@ -9,6 +9,7 @@ import torch
 from sklearn.metrics import adjusted_rand_score, silhouette_score
 
 from ensdiv.chapters.attack_similarity import evidence as ev
+from ensdiv.errors import InvalidInputError
 
 
 def _naive_contrast(s, labels, idx):
@@ -129,3 +130,48 @@ def test_the_released_matrix_grouping_by_base_architecture_counts_on_one_page():
     assert grouping == [("figD2_similarity_matrix", "attack-similarity/released-matrix/base-architecture-blocks")]
     assert keys["figC1_spectral_features"] == []  # its one check is shown with the reason it restates D.2
     assert keys["tab02_spectral_clusters"] == ["attack-similarity/released-matrix/clusters-follow-stem-layer"]
+
+
+def _shared_member_table(rng, *, n_models=8, n_ensembles=150, spread=2.0):
+    """Ensembles of three of ``n_models`` models in two clusters, the ensemble's error its members' mean error
+    plus a per-model effect (``spread`` × the members' mean of a standard normal) and small noise: no effect of
+    k, but ensembles that share members share their effects."""
+    u, e, cl = rng.normal(size=n_models), rng.uniform(10, 20, n_models), np.arange(n_models) % 2
+    rows = []
+    for _ in range(n_ensembles):
+        m = rng.choice(n_models, 3, replace=False)
+        rows.append({"N": 3, "k": len(set(cl[m])), "mean member error (%)": e[m].mean(),
+                     "best member error (%)": e[m].min(), "members": tuple(int(i) for i in m),
+                     "top-1 error (%)": e[m].mean() + spread * u[m].mean() + rng.normal(scale=0.2)})
+    return pd.DataFrame(rows)
+
+
+def test_k_slopes_resamples_models_not_drawn_ensembles():
+    """The interval is over the models: its replicates are weighted fits whose weights are the products of the
+    members' draw counts (recomputed here by a loop over a naive weighted least squares), and it is wider than a
+    bootstrap over the drawn ensembles, which holds the models fixed."""
+    t = _shared_member_table(np.random.default_rng(4))
+    est = ev.k_slopes(t, ["top-1 error (%)"], n_resamples=40, seed=3)["top-1 error (%)"]
+    assert est.source == "models" and est.value == pytest.approx(ev.k_slope(t, "top-1 error (%)"))
+    from ensdiv import report
+    w = report.member_weights(t["members"].tolist(), n_boot=40, seed=3)
+    x = np.column_stack([t["k"], t["mean member error (%)"], t["best member error (%)"], np.ones(len(t))])
+    y = t["top-1 error (%)"].to_numpy()
+    for r in range(40):
+        keep = w[r] > 0
+        if np.linalg.matrix_rank(x[keep]) < x.shape[1]:  # k (or a covariate) does not vary: not computable
+            assert np.isnan(est.replicates[r])
+            continue
+        sw = np.sqrt(w[r][keep])
+        naive = np.linalg.lstsq(x[keep] * sw[:, None], y[keep] * sw, rcond=None)[0][0]
+        assert est.replicates[r] == pytest.approx(naive)
+    rng = np.random.default_rng(5)
+    rows = [ev.k_slope(t.iloc[rng.integers(0, len(t), len(t))].reset_index(drop=True), "top-1 error (%)")
+            for _ in range(200)]
+    assert np.nanstd(est.replicates) > 2 * np.std(rows)
+
+
+def test_k_slopes_refuses_a_table_without_members():
+    t = _shared_member_table(np.random.default_rng(0)).drop(columns="members")
+    with pytest.raises(InvalidInputError, match="'members' column"):
+        ev.k_slopes(t, ["top-1 error (%)"], n_resamples=10, seed=0)

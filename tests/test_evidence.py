@@ -380,6 +380,38 @@ def test_claim_rejects_bad_unit_gate_and_key_check():
 
 # --- the bootstraps against naive implementations -------------------------------------------------------------------
 
+def test_member_weights_are_the_products_of_a_naive_resamples_counts():
+    """Each ensemble's weight in resample r is the product of how often resample r drew each of its members: the
+    counts recomputed from the same multinomial draws (``resample_counts``, the members sorted)."""
+    members = [("b", "c"), ("a", "b"), ("a", "c", "d")]
+    w = report.member_weights(members, n_boot=50, seed=7)
+    counts = report.resample_counts(4, n_resamples=50, seed=7)  # a, b, c, d
+    col = {"a": 0, "b": 1, "c": 2, "d": 3}
+    naive = np.array([[np.prod([counts[r, col[m]] for m in g]) for g in members] for r in range(50)])
+    assert np.array_equal(w, naive)
+
+
+def test_member_weights_keep_shared_members_and_strata_fixed():
+    # a member in every ensemble weighs one; a stratum of one member is drawn once in every resample
+    w = report.member_weights([("x", "a"), ("x", "b"), ("x", "c")], n_boot=200, seed=0,
+                              strata={"a": 0, "b": 0, "c": 1})
+    assert np.all(w[:, 2] == 1.0)  # "c" is alone in its stratum; "x" is shared
+    assert np.all(w[:, 0] + w[:, 1] == 2.0)  # "a" and "b": two draws between them
+    assert np.isnan(report.member_weights([("x", "a")], n_boot=3, seed=0)).all()  # one member: nothing to resample
+
+
+def test_member_weights_refuse_no_ensembles_and_members_without_a_stratum():
+    with pytest.raises(InvalidInputError, match="at least one ensemble"):
+        report.member_weights([], n_boot=3, seed=0)
+    with pytest.raises(InvalidInputError, match="no stratum"):
+        report.member_weights([("a", "b"), ("a", "c")], n_boot=3, seed=0, strata={"b": 0})
+
+
+def test_a_bootstrap_over_drawn_ensembles_does_not_cover_groups_of_models():
+    assert not report.covers("groups of models", "ensemble members")
+    assert report.covers("groups of models", "models") and report.covers("these models", "ensemble members")
+
+
 def test_nested_bootstrap_matches_a_naive_two_stage_resampling():
     """Replicate r: the images of resample r (shared), the rows of resample r; the mean of the rows' means.
     Recomputed by a loop from the returned parts' row counts and per-row replicates, and the per-row replicates

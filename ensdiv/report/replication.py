@@ -11,6 +11,8 @@ resample the claim's unit is *inconclusive*, shown as "seed variance not covered
 - :func:`nested_bootstrap` resamples rows (seeds of a method, models of a group) and the test images within
   them: the variance a method's or a group's mean has over both.
 - :func:`model_bootstrap` resamples models within each group, from one number per model.
+- :func:`member_weights` resamples the models that drawn ensembles share: an ensemble weighs as often as its
+  members were drawn (a statistic over ensembles of a fixed pool then has an interval over the pool's models).
 """
 
 from __future__ import annotations
@@ -24,13 +26,15 @@ from scipy import stats
 from ensdiv.errors import InvalidInputError
 from ensdiv.report.uncertainty import _GROUPS, Estimate, _array, paired_bootstrap, resample_counts
 
-__all__ = ["UNITS", "covers", "model_bootstrap", "nested_bootstrap", "uncovered"]
+__all__ = ["UNITS", "covers", "member_weights", "model_bootstrap", "nested_bootstrap", "uncovered"]
 
 #: What a claim can be about, and the estimate sources whose intervals resample it. A claim about one released
-#: artefact (the authors' file, a fixed set of measurements) takes any source, and point values too.
+#: artefact (the authors' file, a fixed set of measurements) takes any source, and point values too. An interval
+#: over "ensemble members" (which members, or which sets of members, a fixed pool's ensembles hold) serves claims
+#: about these models only: a claim about groups of models reads one over the models (:func:`member_weights`).
 UNITS: dict[str, tuple[str, ...]] = {
     "trained methods": ("training seeds", "seeds × test images"),
-    "groups of models": ("models", "models × test images", "ensemble members"),
+    "groups of models": ("models", "models × test images"),
     "these models": ("evaluation samples", "training seeds", "seeds × test images", "models",
                      "models × test images", "ensemble members"),
     "timings": ("timing repeats",),
@@ -57,6 +61,59 @@ def covers(unit: str, source: str | None) -> bool:
 def uncovered(unit: str) -> str:
     """What a check misses when its interval does not resample ``unit``: ``"seed variance not covered"``."""
     return f"{_WHAT.get(unit, unit)} variance not covered"
+
+
+def member_weights(members: Sequence[Sequence[Any]], *, n_boot: int, seed: Any,
+                   strata: Mapping[Any, Any] | None = None) -> np.ndarray:
+    """The weight of every ensemble in each of ``n_boot`` bootstrap resamples of the models the ensembles are
+    built from: the product of its members' draw counts. A statistic of the ensembles weighted so (a weighted
+    mean, a weighted least-squares fit) has replicates over the *models*, as if every ensemble had been rebuilt
+    from the resampled pool (an ensemble with a member not drawn weighs 0; one whose member was drawn twice, 2).
+    Members common to every ensemble are fixed (weight one); ``strata`` (``{member: stratum}``) resamples the
+    members within each stratum, so every stratum keeps its size.
+
+    Args:
+        members: The member ids of each ensemble (any sortable ids of one pool).
+        n_boot: Resamples. seed: Seeds the resampling (as :func:`resample_counts`).
+        strata: Optional stratum of every sampled member.
+
+    Returns:
+        ``(n_boot, E)`` weights; NaN everywhere when fewer than two members can be resampled.
+
+    Raises:
+        InvalidInputError: No ensembles, or a sampled member without a stratum.
+
+    >>> w = member_weights([(0, 1), (0, 2), (1, 2)], n_boot=2000, seed=0)
+    >>> w.shape, float(w.mean().round(2))  # E[c_i c_j] of a multinomial(3, 1/3): 3 · 2 · (1/3)² = 2/3
+    ((2000, 3), 0.67)
+    >>> member_weights([("a", "x"), ("a", "y")], n_boot=3, seed=0, strata={"x": 1, "y": 1}).sum(1).tolist()
+    [2.0, 2.0, 2.0]
+    """
+    groups = [tuple(g) for g in members]
+    if not groups:
+        raise InvalidInputError("member_weights needs at least one ensemble.")
+    fixed = set.intersection(*(set(g) for g in groups))
+    ids = sorted({m for g in groups for m in g} - fixed)
+    if len(ids) < 2:  # nothing to resample (every member shared): the statistic has no interval
+        return np.full((int(n_boot), len(groups)), np.nan)
+    if strata is None:
+        counts = resample_counts(len(ids), n_resamples=int(n_boot), seed=seed)  # (B, K)
+    else:
+        missing = [m for m in ids if m not in strata]
+        if missing:
+            raise InvalidInputError(f"member_weights has no stratum for the members {missing[:3]}.")
+        rng = np.random.default_rng(seed)
+        counts = np.zeros((int(n_boot), len(ids)))
+        for s in dict.fromkeys(strata[m] for m in ids):
+            cols = [i for i, m in enumerate(ids) if strata[m] == s]
+            counts[:, cols] = resample_counts(len(cols), n_resamples=int(n_boot), seed=rng)
+    position = {m: i for i, m in enumerate(ids)}
+    w = np.ones((int(n_boot), len(groups)))
+    for e, g in enumerate(groups):
+        for m in g:
+            if m not in fixed:
+                w[:, e] *= counts[:, position[m]]
+    return w
 
 
 def nested_bootstrap(rows: Mapping[str, Any], *, unit: str = "seeds", n_resamples: int = 1000, seed: int,

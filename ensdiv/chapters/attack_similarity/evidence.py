@@ -20,7 +20,8 @@ groups tested here come from the component table (:func:`ensdiv.chapters.attack_
   random (the same group sizes), each with its own model bootstrap.
 * :func:`ensemble_rows` — one row of ensemble metrics per ensemble (Figs. 3 and 4).
 * :func:`cluster_ensemble_table`, :func:`k_slope`, :func:`k_slopes` — Fig. 3: the change of an ensemble metric per
-  extra cluster at equal mean member error (one statistic per metric), bootstrapped over the drawn ensembles.
+  extra cluster at equal mean and best member error (one statistic per metric), with a bootstrap over the models
+  the ensembles are drawn from (:func:`ensdiv.report.member_weights`).
 * :func:`partial_r`, :func:`partial_estimate` — Fig. 5: a correlation with teacher accuracy held fixed.
 * :func:`pair_r` — Pearson r of two symmetric matrices over the pairs of distinct models of a resample.
 * :func:`swapped_directions` — an asymmetric matrix with the two attack directions of each pair swapped at random.
@@ -56,6 +57,7 @@ __all__ = [
     "pair_r",
     "partial_estimate",
     "partial_r",
+    "pool_size",
     "silhouette",
     "swapped_directions",
 ]
@@ -230,8 +232,8 @@ def cluster_ensemble_table(logits: Any, labels: Any, clusters: Any, *, max_membe
                            seed: int) -> pd.DataFrame:
     """One row per random ensemble of Fig. 3 (:func:`~ensdiv.chapters.attack_similarity.draw_cluster_ensembles`
     for every size ``N = 2..max_members`` and every number of clusters ``k``): its size, ``k``, its top-1 error,
-    the mean error of its members, its ERR (1 − error / mean member error) and the share of images every member
-    gets wrong, in %. Ensembles average their members' logits.
+    the mean and best error of its members, its ERR (1 − error / mean member error) and the share of images every
+    member gets wrong, in %, and its ``members`` (model indices). Ensembles average their members' logits.
 
     >>> logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [0.0, 1.0]], [[1.0, 0.0], [1.0, 0.0]]])
     >>> t = cluster_ensemble_table(logits, torch.tensor([0, 1]), [1, 1, 2], max_members=2, n_draws=1, seed=0)
@@ -247,17 +249,20 @@ def cluster_ensemble_table(logits: Any, labels: Any, clusters: Any, *, max_membe
             if len(combos) == 0:
                 continue
             rows += [{"k": k, **r} for r in ensemble_rows(logits, labels, combos)]
-    return pd.DataFrame(rows, columns=["N", "k", *ENSEMBLE_COLUMNS])
+    return pd.DataFrame(rows, columns=["N", "k", *ENSEMBLE_COLUMNS, "members"])
 
 
-def ensemble_rows(logits: Any, labels: Any, combos: Any) -> list[dict[str, float]]:
-    """One dict per ensemble of ``combos`` (K, N) (mean of the members' logits): its size ``N`` and the
+def ensemble_rows(logits: Any, labels: Any, combos: Any, *, ids: Any = None) -> list[dict[str, Any]]:
+    """One dict per ensemble of ``combos`` (K, N) (mean of the members' logits): its size ``N``, the
     :data:`ENSEMBLE_COLUMNS` (top-1 error, mean member error, the best member's error, ERR = 1 − error / mean
-    member error, NaN when the members make no error, and the share of images every member gets wrong; in %).
+    member error, NaN when the members make no error, and the share of images every member gets wrong; in %) and
+    its ``members``: the ids of its models (``ids[i]`` for model ``i``; default the indices), which
+    :func:`k_slopes` resamples.
 
     >>> logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [0.0, 1.0]]])  # 2 models, 2 images
-    >>> [round(v, 1) for v in ensemble_rows(logits, torch.tensor([0, 1]), torch.tensor([[0, 1]]))[0].values()]
-    [2, 0.0, 25.0, 0.0, 100.0, 0.0]
+    >>> row = ensemble_rows(logits, torch.tensor([0, 1]), torch.tensor([[0, 1]]), ids=["a", "b"])[0]
+    >>> [round(row[c], 1) for c in ("N", *ENSEMBLE_COLUMNS)], row["members"]
+    ([2, 0.0, 25.0, 0.0, 100.0, 0.0], ('a', 'b'))
     """
     x = torch.as_tensor(logits).double()
     y = torch.as_tensor(labels).cpu()
@@ -272,9 +277,12 @@ def ensemble_rows(logits: Any, labels: Any, combos: Any) -> list[dict[str, float
     with np.errstate(divide="ignore", invalid="ignore"):
         err = np.where(mean_member > 0, 1 - ens.numpy() / mean_member.numpy(), np.nan)
     n = int(combos.shape[1])
+    names = list(range(x.shape[0])) if ids is None else list(ids)
     return [{"N": n, "top-1 error (%)": 100 * float(e), "mean member error (%)": 100 * float(m),
-             "best member error (%)": 100 * float(b), "ERR (%)": 100 * float(r), "all wrong (%)": 100 * float(a)}
-            for e, m, b, r, a in zip(ens, mean_member, best_member, err, member.prod(1).mean(-1), strict=True)]
+             "best member error (%)": 100 * float(b), "ERR (%)": 100 * float(r), "all wrong (%)": 100 * float(a),
+             "members": tuple(names[i] for i in c)}
+            for e, m, b, r, a, c in zip(ens, mean_member, best_member, err, member.prod(1).mean(-1),
+                                        combos.tolist(), strict=True)]
 
 
 def k_slope(table: pd.DataFrame, outcome: str, rows: np.ndarray | None = None) -> float:
@@ -296,35 +304,60 @@ def k_slope(table: pd.DataFrame, outcome: str, rows: np.ndarray | None = None) -
 
 
 def _slope(n_col: np.ndarray, k_col: np.ndarray, m_col: np.ndarray, y_col: np.ndarray,
-           rows: np.ndarray | None) -> float:
+           rows: np.ndarray | None, weights: np.ndarray | None = None) -> float:
     if rows is not None:
         n_col, k_col, m_col, y_col = n_col[rows], k_col[rows], m_col[rows], y_col[rows]
     ok = np.isfinite(y_col) & np.isfinite(m_col.reshape(len(y_col), -1)).all(1)
+    if weights is not None:
+        ok &= weights > 0
     n_col, k_col, m_col, y_col = n_col[ok], k_col[ok], m_col[ok], y_col[ok]
     if y_col.size == 0:
         return float("nan")
     design = np.column_stack([k_col, m_col, *[(n_col == n).astype(float) for n in np.unique(n_col)]])
     if np.linalg.matrix_rank(design) < design.shape[1]:
         return float("nan")
+    if weights is not None:  # weighted least squares: each row counted as often as its weight
+        root = np.sqrt(weights[ok])
+        design, y_col = design * root[:, None], y_col * root
     coef, *_ = np.linalg.lstsq(design, y_col, rcond=None)
     return float(coef[0])
 
 
-def k_slopes(table: pd.DataFrame, outcomes: Any, *, n_resamples: int, seed: int) -> dict[str, ed.report.Estimate]:
-    """:func:`k_slope` of each outcome, with a bootstrap over the drawn ensembles (the draw of the ensembles: the
-    replicates of all outcomes share the resamples). Source ``"ensemble members"``: which sets of members were
-    drawn; the test images and the models' training are not resampled."""
-    rng = np.random.default_rng(seed)
-    n = len(table)
-    draws = list(ed.report.resample_indices(n, n_resamples=int(n_resamples), seed=rng)) if n else []
-    group = new_group("ensembles")
+def k_slopes(table: pd.DataFrame, outcomes: Any, *, n_resamples: int, seed: int,
+             strata: Mapping[Any, Any] | None = None) -> dict[str, ed.report.Estimate]:
+    """:func:`k_slope` of each outcome, with a bootstrap over the **models** the ensembles are drawn from (source
+    ``"models"``): in each resample an ensemble weighs the product of its members' draw counts
+    (:func:`ensdiv.report.member_weights` over the table's ``members``; within ``strata`` when given), as if the
+    ensembles were rebuilt from the resampled models. The replicates of all outcomes share the resamples; the
+    test images and the models' training are not resampled.
+
+    Raises:
+        InvalidInputError: The table has no ``members`` column (which models each ensemble holds).
+    """
+    if "members" not in table:
+        raise InvalidInputError("k_slopes resamples the models of each ensemble: the table needs its 'members' "
+                                "column (ensemble_rows makes it).")
+    members = table["members"].tolist()
+    w = (ed.report.member_weights(members, n_boot=int(n_resamples), seed=seed, strata=strata) if members
+         else np.zeros((0, 0)))
+    group = new_group("models")
     out = {}
     cols = table["N"].to_numpy(), table["k"].to_numpy(dtype=float), table[list(COVARIATES)].to_numpy(dtype=float)
     for what in outcomes:
         y = table[what].to_numpy(dtype=float)
-        reps = np.array([_slope(*cols, y, r) for r in draws], dtype=float)
-        out[what] = ed.report.Estimate(k_slope(table, what), reps, "ensemble members", "bootstrap", group)
+        reps = np.array([_slope(*cols, y, None, wb) if np.isfinite(wb).all() else np.nan for wb in w], dtype=float)
+        out[what] = ed.report.Estimate(k_slope(table, what), reps, "models", "bootstrap", group)
     return out
+
+
+def pool_size(table: pd.DataFrame) -> int:
+    """How many distinct models the ensembles of ``table`` (its ``members`` column) are built from: the units a
+    :func:`k_slopes` bootstrap resamples.
+
+    >>> pool_size(pd.DataFrame({"members": [(0, 1), (1, 2)]}))
+    3
+    """
+    return len({m for g in table["members"] for m in g})
 
 
 # ---- Fig. 5: similarity and student accuracy with teacher accuracy held fixed -------------------------------------

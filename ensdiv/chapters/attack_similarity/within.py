@@ -124,11 +124,12 @@ def deal_within(labels: Sequence[Any], strata: Sequence[Any], rng: np.random.Gen
     return out.tolist()
 
 
-def variant_ensembles(logits: Any, labels: Any, groups: Sequence[str], *, base: str) -> pd.DataFrame:
+def variant_ensembles(logits: Any, labels: Any, groups: Sequence[str], *, base: str,
+                      ids: Sequence[Any] | None = None) -> pd.DataFrame:
     """Every ensemble of Fig. 4 from one base model and its variants: for each group of ``groups`` (``"base"``
     first, then each variant's group), every subset of two or more of the base and that group's variants, as a
     row of :func:`~ensdiv.chapters.attack_similarity.evidence.ensemble_rows` with its ``base`` and its
-    ``kind`` (the group).
+    ``kind`` (the group); its ``members`` are ``ids`` (the models' names; default ``"{base}/{index}"``).
 
     >>> lg = torch.tensor([[[2.0, 0.0]], [[0.0, 1.0]], [[1.0, 0.0]]])  # 3 models, 1 image of class 0
     >>> t = variant_ensembles(lg, torch.tensor([0]), ["base", "init", "regime"], base="b")
@@ -136,11 +137,12 @@ def variant_ensembles(logits: Any, labels: Any, groups: Sequence[str], *, base: 
     [['init', 2, 50.0], ['regime', 2, 0.0]]
     """
     rows = []
+    names = [f"{base}/{i}" for i in range(len(groups))] if ids is None else list(ids)
     for kind in dict.fromkeys(groups[1:]):
         members = [0] + [i for i, g in enumerate(groups) if g == kind and i > 0]
         for n in range(2, len(members) + 1):
             combos = torch.tensor(list(itertools.combinations(members, n)), dtype=torch.long)
-            rows += [{"base": base, "kind": kind, **r} for r in ensemble_rows(logits, labels, combos)]
+            rows += [{"base": base, "kind": kind, **r} for r in ensemble_rows(logits, labels, combos, ids=names)]
     return pd.DataFrame(rows)
 
 

@@ -107,28 +107,15 @@ def member_null(construction: str, members: Sequence[Sequence[int]],
 
 
 def member_weights(members: Sequence[Sequence[int]], *, n_boot: int, seed: int) -> np.ndarray:
-    """The weight of every ensemble in each of ``n_boot`` resamples of the members the ensembles share: ``(B, E)``,
-    the product of its members' draw counts (the scheme of :func:`ensdiv.report.uncertainty.member_resample`;
-    members common to every ensemble are fixed). One resampling serves every draw of a null whose columns change
-    and whose ensembles do not.
+    """The weight of every ensemble in each of ``n_boot`` resamples of the members the ensembles share: ``(B, E)``
+    (:func:`ensdiv.report.member_weights`, seeded ``[seed, 12]``). One resampling serves every draw of a null
+    whose columns change and whose ensembles do not.
 
     >>> w = member_weights([(0, 1), (0, 2), (1, 2)], n_boot=4, seed=0)
     >>> w.shape, bool((w >= 0).all())
     ((4, 3), True)
     """
-    groups = [tuple(int(m) for m in g) for g in members]
-    fixed = set.intersection(*(set(g) for g in groups))
-    ids = np.array(sorted({m for g in groups for m in g} - fixed))
-    if ids.size < 2:  # nothing to resample (every member shared): the statistic has no interval
-        return np.full((int(n_boot), len(groups)), np.nan)
-    position = {m: i for i, m in enumerate(ids)}
-    counts = ed.report.resample_counts(int(ids.size), n_resamples=int(n_boot), seed=[seed, 12])  # (B, K)
-    w = np.ones((int(n_boot), len(groups)))
-    for e, g in enumerate(groups):
-        for m in g:
-            if m not in fixed:
-                w[:, e] *= counts[:, position[m]]
-    return w
+    return ed.report.member_weights(members, n_boot=int(n_boot), seed=[seed, 12])
 
 
 def _weighted(kind: str, w: np.ndarray, x: np.ndarray, y: np.ndarray | None) -> np.ndarray:

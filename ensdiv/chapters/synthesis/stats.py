@@ -345,10 +345,10 @@ def ranked_table(measures: pd.DataFrame, outcomes: pd.DataFrame, ensembles: pd.D
 
 def rho_estimate(r: dict[str, Any], *, group: str | None = None) -> Estimate:
     """A member-bootstrap result (:func:`member_bootstrap`, :func:`member_resample`) as an
-    :class:`~ensdiv.report.Estimate` over ``"ensemble members"``; results of one stratum, seed and members share
-    their resamples, and the same ``group`` pairs them replicate by replicate."""
-    return Estimate(float(r["rho"]), np.asarray(r["replicates"], dtype=float), "ensemble members", "bootstrap",
-                    group)
+    :class:`~ensdiv.report.Estimate` over ``"models"`` (the member models the ensembles are built from, each
+    ensemble weighed by its members' draw counts); results of one stratum, seed and members share their resamples,
+    and the same ``group`` pairs them replicate by replicate."""
+    return Estimate(float(r["rho"]), np.asarray(r["replicates"], dtype=float), "models", "bootstrap", group)
 
 
 def permuted_rho_null(name: str, x: Any, y: Any, members: Sequence[Sequence[int]], *, seed: int,
@@ -365,7 +365,7 @@ def permuted_rho_null(name: str, x: Any, y: Any, members: Sequence[Sequence[int]
     >>> null = permuted_rho_null("rho", np.arange(8.0), np.arange(8.0), [(i, i + 8) for i in range(8)], seed=0,
     ...                          draws=3, n_boot=20)
     >>> len(null.draws), null.draws[0]["rho"].source
-    (3, 'ensemble members')
+    (3, 'models')
     """
     x, y = np.array(x, dtype=float).ravel(), np.array(y, dtype=float).ravel()  # copies: pandas views are read-only
     extra = {k: (np.array(a, dtype=float).ravel(), np.array(b, dtype=float).ravel())
