@@ -282,3 +282,78 @@ def test_weighted_null_equals_pearson_on_repeated_ensembles():
             continue
         assert rep == pytest.approx(np.corrcoef(np.repeat(a, k), np.repeat(y, k))[0, 1])
     assert w.shape == (20, len(combos))
+
+
+def test_member_effects_match_statsmodels_ols_on_member_dummies():
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(0)
+    members = [(i, j) for i in range(6) for j in range(i + 1, 6)]
+    y = rng.normal(size=len(members))
+    design = np.zeros((len(members), 6))
+    for e, (i, j) in enumerate(members):
+        design[e, [i, j]] = 1.0
+    assert np.allclose(ch.evidence.member_effects(y, members), sm.OLS(y, design).fit().fittedvalues)
+    with pytest.raises(InvalidInputError, match="one value per pair"):
+        ch.evidence.member_effects(y[:-1], members)
+
+
+def _scale_p(members, sal, ig, make, draws=400, seed=0):
+    """One-sided randomisation p-value of r(Saliency, IG) against null Saliency columns from ``make(rng)``."""
+    rng = np.random.default_rng(seed)
+    obs = np.corrcoef(sal, ig)[0, 1]
+    null = [np.corrcoef(make(rng), ig)[0, 1] for _ in range(draws)]
+    return (1 + sum(r >= obs for r in null)) / (1 + draws)
+
+
+def test_a_shared_gradient_scale_alone_does_not_pass_the_kept_scale_null():
+    """Saliency and IG pair scores that share only each model's scale (a_i + a_j) and agree on nothing else: dealing
+    the models' Saliency (the old null) calls their r significant; keeping each model's effect and dealing the
+    residuals (the new one) does not. With a genuine pair-by-pair agreement added, the new null rejects too."""
+    rng = np.random.default_rng(1)
+    n = 11
+    members = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    g = rng.normal(size=n) * 2
+    scale = np.array([g[i] + g[j] for i, j in members])
+    sal, ig = scale + rng.normal(size=len(members)), scale + rng.normal(size=len(members))
+    where = {p: e for e, p in enumerate(members)}
+
+    def dealt_models(rng):
+        deal = rng.permutation(n)
+        return sal[[where[tuple(sorted(deal[list(p)]))] for p in members]]
+
+    assert _scale_p(members, sal, ig, dealt_models) < 0.01  # the artefact alone "passes" the old null
+    ps = []
+    for k in range(40):  # 40 runs of the artefact alone
+        sal2, ig2 = scale + rng.normal(size=len(members)), scale + rng.normal(size=len(members))
+        ps.append(_scale_p(members, sal2, ig2, lambda r, s=sal2: ch.evidence.shuffled_residuals(s, members, r),
+                           seed=k))
+    assert np.mean(np.array(ps) <= 0.05) <= 0.15  # about its level, where the old null passed every time
+    shared = rng.normal(size=len(members))  # a pair-by-pair agreement beyond the scale
+    sal3, ig3 = scale + shared + 0.3 * rng.normal(size=len(members)), scale + shared
+    assert _scale_p(members, sal3, ig3, lambda r: ch.evidence.shuffled_residuals(sal3, members, r)) < 0.01
+
+
+def test_a_class_that_only_carries_its_recipe_does_not_pass_the_within_recipe_null():
+    """Lines accuracy set by the training recipe alone, the class moving with the recipe (as in Table 1's zoo):
+    dealing the classes over all models calls the class's adjusted R² significant; dealing them within each
+    recipe (``ed.report.deal_within``) does not. A class effect inside the recipes is found by the latter."""
+    cls = np.array(["CNN"] * 6 + ["NAS"] * 2 + ["ViT"] * 5 + ["CNN"])
+    recipe = np.array(["sgd"] * 8 + ["adamw"] * 6)
+
+    def p_value(y, deal, draws=300):
+        rng = np.random.default_rng(0)
+        obs = ch.adjusted_r2(y, groups=cls)
+        null = [ch.adjusted_r2(y, groups=np.array(deal(rng))) for _ in range(draws)]
+        return (1 + sum(v >= obs for v in null)) / (1 + draws)
+
+    over_all = lambda rng: rng.permutation(cls)  # noqa: E731
+    within = lambda rng: ed.report.deal_within(cls, recipe, rng)  # noqa: E731
+    hits_all, hits_within = 0, 0
+    for seed in range(20):
+        y = np.where(recipe == "adamw", 10.0, 0.0) + np.random.default_rng(seed).normal(size=14)
+        hits_all += p_value(y, over_all) <= 0.05
+        hits_within += p_value(y, within) <= 0.05
+    assert hits_all >= 18 and hits_within <= 2
+    y = np.where(cls == "NAS", 5.0, 0.0) + np.random.default_rng(99).normal(scale=0.5, size=14)
+    assert p_value(y, within) <= 0.05  # NAS against CNN inside the sgd recipe

@@ -394,28 +394,35 @@ def group_means(points: np.ndarray, reps: np.ndarray, groups: dict[str, Any], *,
             for g, rows in groups.items() if len(rows)}
 
 
-def dealt_groups_null(points: np.ndarray, reps: np.ndarray, groups: dict[str, Any], *, draws: int, seed: int
-                      ) -> ed.report.Null:
-    """Null data for orderings of groups of models: the models dealt at random into groups of the same sizes,
-    each draw's group means with the replicates of the shared image resampling.
+def swapped_groups_null(correct: np.ndarray, groups: dict[str, Any], *, n_resamples: int, draws: int, seed: int,
+                        resample_seed: int = 0) -> ed.report.Null:
+    """Null data for orderings of groups of *these* models, read on the test images: on every image the groups'
+    mean correctness is shuffled among the groups (a paired permutation, image by image), so no group is better
+    than another on average while the images, the models and how hard each image is stay. Each draw's group means
+    carry replicates of the same image resampling as :func:`model_replicates` (``resample_seed``).
 
-    >>> pts, reps = np.array([90.0, 80, 70, 60]), np.tile([[90.0], [80], [70], [60]], (1, 5))
-    >>> null = dealt_groups_null(pts, reps, {"a": [0, 1], "b": [2, 3]}, draws=4, seed=0)
-    >>> sorted(null.draws[0]), sorted(round(d["a_mean"].value + d["b_mean"].value) for d in null.draws)
-    (['a_mean', 'b_mean'], [150, 150, 150, 150])
+    ``correct``: ``(models, N)`` right-or-wrong; ``groups``: ``{name: model rows}`` (empty groups left out).
+
+    >>> correct = np.array([[1, 1, 1, 1], [1, 1, 1, 0], [0, 0, 0, 0]])
+    >>> null = swapped_groups_null(correct, {"a": [0, 1], "b": [2]}, n_resamples=5, draws=3, seed=0)
+    >>> [round(d["a_mean"].value + d["b_mean"].value) for d in null.draws]  # the two groups' total is kept
+    [88, 88, 88]
     """
-    rows = [r for g in groups.values() for r in g]
-    sizes = {g: len(v) for g, v in groups.items()}
+    c = 100 * np.asarray(correct, dtype=float)
+    names = [g for g, rows in groups.items() if len(rows)]
+    per_image = np.stack([c[list(groups[g])].mean(0) for g in names])  # (G, N)
+    n = per_image.shape[1]
+    w = ed.report.resample_counts(n, n_resamples=int(n_resamples), seed=[resample_seed, 9])
 
     def make(rng: np.random.Generator) -> dict[str, ed.report.Estimate]:
-        dealt, start, out = rng.permutation(rows), 0, {}
-        for g, k in sizes.items():
-            out[g], start = dealt[start:start + k], start + k
-        return group_means(points, reps, out, group=f"dealt-{rng.integers(2**31)}")
+        shuffled = np.take_along_axis(per_image, np.argsort(rng.random(per_image.shape), axis=0), axis=0)
+        reps = shuffled @ w.T / n
+        tag = f"swapped-{rng.integers(2**31)}"
+        return {f"{g}_mean": ed.report.Estimate(float(shuffled[i].mean()), reps[i], "evaluation samples",
+                                                "bootstrap", tag) for i, g in enumerate(names)}
 
-    shown = ", ".join(f"{k} {g}" for g, k in sizes.items())
-    return ed.report.null_draws(f"the models dealt at random into groups of the same sizes ({shown})", make,
-                                draws=draws, seed=seed)
+    return ed.report.null_draws("the groups' mean correctness shuffled among the groups on every test image",
+                                make, draws=draws, seed=seed)
 
 
 def derangements(m: int) -> list[tuple[int, ...]]:

@@ -30,7 +30,7 @@ from ensdiv.errors import InvalidInputError
 from ensdiv.report.replication import model_bootstrap, nested_bootstrap
 from ensdiv.report.uncertainty import _GROUPS, Estimate, _array, from_seeds, resample_counts
 
-__all__ = ["NULL_DRAWS", "Null", "aa_null", "centred_null", "needed_replicates", "null_draws",
+__all__ = ["NULL_DRAWS", "Null", "aa_null", "centred_null", "deal_within", "needed_replicates", "null_draws",
            "partition_null", "seed_flips"]
 
 #: Draws of a null construction unless the page says otherwise.
@@ -314,3 +314,22 @@ def partition_null(values: Any, groups: Sequence[Any], *, draws: int = NULL_DRAW
         out.append(draw)
     sizes = ", ".join(f"{labels.count(k)} {k}" for k in dict.fromkeys(labels))
     return Null(f"models dealt at random into groups of the same sizes ({sizes})", out)
+
+
+def deal_within(labels: Sequence[Any], strata: Sequence[Any], rng: np.random.Generator) -> list:
+    """``labels`` dealt at random within each stratum (the same labels in each, in a random order): null data for
+    an effect of the labels that keeps what the strata carry (a training recipe the labels move with, the base
+    model a variant belongs to). A stratum with one label value deals nothing.
+
+    >>> out = deal_within(["a", "b", "c", "x", "y"], [0, 0, 0, 1, 1], np.random.default_rng(0))
+    >>> sorted(out[:3]), sorted(out[3:])
+    (['a', 'b', 'c'], ['x', 'y'])
+    """
+    lab, st = np.asarray(labels, dtype=object), np.asarray(strata, dtype=object)
+    if lab.shape != st.shape:
+        raise InvalidInputError(f"One stratum per label, got {lab.size} labels and {st.size} strata.")
+    out = lab.copy()
+    for s in dict.fromkeys(st.tolist()):
+        idx = np.flatnonzero(st == s)
+        out[idx] = lab[idx][rng.permutation(idx.size)]
+    return out.tolist()

@@ -388,17 +388,18 @@ PRESETS.update({
     ),
     "attack-similarity/fig05_distillation": _zoo(
         # hard-label distillation (DeiT, as the paper) of a small ViT student from each other zoo model
-        # student_epochs: the students' epochs (0: the zoo recipe's own), the baseline student (no distillation)
-        # trained at the same budget. cpu: 1 of the zoo's 4 — at cpu no check counts (4 Transformer teachers
-        # leave no degrees of freedom for a partial r; the teachers span 19 accuracy points, not a narrow band),
-        # so the page's 23 minutes of full-budget students bought nothing countable (#53's budget: about 6)
-        common={"student": "arch/vit", "distill": "hard", "distill_alpha": 0.5, "student_epochs": 0},
+        # students: whether the students (and the baseline student without distillation) are trained;
+        # student_epochs: their epochs (0: the zoo recipe's own). cpu trains none: with 4 Transformer teachers a
+        # partial r is not computable and the teachers span 19 accuracy points, not a narrow band, so neither
+        # 1-epoch students (9 minutes of a cold book) nor full ones (23) can decide a check there
+        common={"student": "arch/vit", "distill": "hard", "distill_alpha": 0.5, "student_epochs": 0,
+                "students": True},
         smoke={"student": "arch/mlp", "zoo": ["arch/small_cnn", "arch/vit", "arch/mixer"]},
         # cpu: 11 teachers, 4 of them Transformers (a correlation needs 4 points): DeiT, Swin, DeiT re-seeded and
         # a DeiT pre-trained with SimCLR then linear-probed (the zoo's dd/ models: no new teacher is trained)
         cpu={"zoo": ["arch/vit", "arch/small_cnn", "arch/resnet", "arch/resnext", "arch/densenet",
                      "arch/efficientnet", "arch/convnext", "arch/deit", "arch/swin", "arch/mixer",
-                     "dd/deit_tiny_p16_224", "dd/dino_deit_tiny1"], "student_epochs": 1},
+                     "dd/deit_tiny_p16_224", "dd/dino_deit_tiny1"], "student_epochs": 1, "students": False},
         # paper: students distil from zoo recipes (a Recipe's teacher must be a Recipe), not pretrained models
         paper={"zoo": ["arch/*"]},
     ),

@@ -9,7 +9,8 @@ bootstrap over the units within each group (:func:`ensdiv.report.model_bootstrap
 
 * :func:`variant_scores`, :func:`model_means` — the units' numbers.
 * :func:`group_estimates` — the group means and the two derived quantities of Tab. D.1's checks, paired.
-* :func:`deal_within` — labels dealt at random within strata (the variants of each base among its groups).
+* :func:`deal_within` — labels dealt at random within strata (the variants of each base among its groups;
+  :func:`ensdiv.report.deal_within`).
 
 Fig. 4 (ensembles): one row per ensemble, its error at a given mean member error (the ensemble tables of
 :func:`ensdiv.chapters.attack_similarity.evidence.ensemble_rows`), and the effect of a kind of diversity as the
@@ -33,7 +34,7 @@ import torch
 import ensdiv as ed
 from ensdiv.chapters.attack_similarity.evidence import ensemble_rows
 from ensdiv.chapters.attack_similarity.intervals import new_group
-from ensdiv.errors import InvalidInputError
+from ensdiv.report.nulls import deal_within
 
 __all__ = ["ALL", "LOWER_INIT_HPARAM", "LOWEST_WITHIN", "WITHIN_GROUPS", "deal_within", "group_estimates",
            "kind_table", "model_means", "permute_within", "variant_ensembles", "variant_scores"]
@@ -105,23 +106,6 @@ def group_estimates(values: Any, labels: Sequence[str], *, n_resamples: int, see
         return ed.report.Estimate(float(value), reps, "models", "bootstrap", group)
 
     return {**found, LOWEST_WITHIN: derived(WITHIN_GROUPS), LOWER_INIT_HPARAM: derived(("init", "hparam"))}
-
-
-def deal_within(labels: Sequence[Any], strata: Sequence[Any], rng: np.random.Generator) -> list:
-    """``labels`` dealt at random within each stratum (the same labels in each, in a random order).
-
-    >>> out = deal_within(["a", "b", "c", "x", "y"], [0, 0, 0, 1, 1], np.random.default_rng(0))
-    >>> sorted(out[:3]), sorted(out[3:])
-    (['a', 'b', 'c'], ['x', 'y'])
-    """
-    lab, st = np.asarray(labels, dtype=object), np.asarray(strata, dtype=object)
-    if lab.shape != st.shape:
-        raise InvalidInputError(f"One stratum per label, got {lab.size} labels and {st.size} strata.")
-    out = lab.copy()
-    for s in dict.fromkeys(st.tolist()):
-        idx = np.flatnonzero(st == s)
-        out[idx] = lab[idx][rng.permutation(idx.size)]
-    return out.tolist()
 
 
 def variant_ensembles(logits: Any, labels: Any, groups: Sequence[str], *, base: str,

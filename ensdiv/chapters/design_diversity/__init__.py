@@ -65,7 +65,7 @@ __all__ = [
     "adjusted_r2", "recipe_settings", "zoo_recipes", "eval_set_key", "member_module", "member_cache_config",
     "SMOKE_ZOO", "PAPER_ZOO", "PAPER_ZOO_STANDS_FOR", "table_i_id", "nan_estimate", "member_estimates", "pearson",
     "correct", "ensemble_correct", "bootstrap_counts", "mean_estimates", "member_null", "permute_rows",
-    "swap_within", "weighted_null",
+    "swap_within", "weighted_null", "training_recipe",
 ]  # fmt: skip
 
 SET_KEYS = ("clean", "v2", "plasma", "checkerboard", "waterdrop", "lines")
@@ -106,6 +106,18 @@ def training_approach(member: Any) -> str:
     if "dino" in name or "_ssl" in name or "swsl" in name:
         return "Self-sup."
     return "K. distill." if "distilled" in name else "Superv."  # DeiT's own weights are supervised
+
+
+def training_recipe(member: Any) -> str:
+    """The training recipe a model's class is confounded with in Table 1: its optimiser and training approach
+    (``"adamw / Superv."``) for a zoo recipe; the training approach alone for a pretrained model (its optimiser
+    is not in its name).
+
+    >>> training_recipe(ed.Recipe.make(model="test_resnet", optimizer="adamw"))
+    'adamw / Superv.'
+    """
+    approach = training_approach(member)
+    return f"{member.optim.optimizer} / {approach}" if isinstance(member, ed.Recipe) else approach
 
 
 # ---- models ------------------------------------------------------------------------------------------------

@@ -12,7 +12,10 @@ fresh ``scipy`` bootstrap per draw:
   each image;
 - :func:`member_null` re-runs :func:`ensdiv.chapters.design_diversity.member_estimates` (the bootstrap over the
   members the ensembles share) on columns a page rebuilds per draw, and :func:`swap_within` is the paired
-  permutation of two measures compared against one outcome.
+  permutation of two measures compared against one outcome;
+- :func:`member_effects` and :func:`shuffled_residuals` keep what each member brings to every pair it is in (a
+  model's gradient scale in every attribution score it takes part in) and shuffle only what is left, so a null
+  built with them keeps that artefact and removes the pair-by-pair agreement.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ import numpy as np
 
 import ensdiv as ed
 from ensdiv.chapters import design_diversity as _dd  # the package importing this module: read at call time
+from ensdiv.errors import InvalidInputError
 
 __all__ = ["bootstrap_counts", "mean_estimates", "permute_rows", "member_null", "swap_within", "adjusted_r2",
-           "member_weights", "weighted_null"]
+           "member_effects", "member_weights", "shuffled_residuals", "weighted_null"]
 
 _GROUPS = itertools.count()
 
@@ -159,6 +163,50 @@ def weighted_null(construction: str, members: Sequence[Sequence[int]],
         return out
 
     return ed.report.null_draws(construction, one, draws=draws, seed=seed)
+
+
+def member_effects(values: Any, members: Sequence[Sequence[int]]) -> np.ndarray:
+    """The part of a pair score that its members explain: the least-squares fit of ``values`` (one per pair) on one
+    effect per member, ``a_i + a_j`` for the pair ``(i, j)`` (a model that scales every score it takes part in,
+    as its gradient scale does an attribution score).
+
+    Raises:
+        InvalidInputError: ``values`` and ``members`` of different lengths.
+
+    >>> members = [(0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3)]
+    >>> a = np.array([1.0, 2.0, 3.0, 4.0])
+    >>> member_effects([a[i] + a[j] for i, j in members], members).round(6).tolist()  # exactly additive: itself
+    [3.0, 4.0, 5.0, 5.0, 6.0, 7.0]
+    """
+    y = np.asarray(values, dtype=float).ravel()
+    if y.size != len(members):
+        raise InvalidInputError(f"member_effects needs one value per pair, got {y.size} values for "
+                                          f"{len(members)} pairs.")
+    ids = sorted({m for g in members for m in g})
+    col = {m: i for i, m in enumerate(ids)}
+    design = np.zeros((y.size, len(ids)))
+    for e, g in enumerate(members):
+        for m in g:
+            design[e, col[m]] += 1.0
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    return design @ coef
+
+
+def shuffled_residuals(values: Any, members: Sequence[Sequence[int]], rng: np.random.Generator) -> np.ndarray:
+    """``values`` with its members' effects kept (:func:`member_effects`) and the residuals permuted at random
+    over the pairs: null data for "two scores agree pair by pair" that keeps what each model brings to all of its
+    pairs (the residual permutation of Freedman and Lane).
+
+    >>> members = [(0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3)]
+    >>> v = np.array([3.0, 4.0, 5.0, 5.0, 6.0, 7.0]) + np.array([1, -1, 0, 0, 1, -1]) * 0.1
+    >>> fitted = member_effects(v, members)
+    >>> out = shuffled_residuals(v, members, np.random.default_rng(0))
+    >>> bool(np.allclose(np.sort(out - fitted), np.sort(v - fitted)))  # the members' part kept, residuals dealt
+    True
+    """
+    y = np.asarray(values, dtype=float).ravel()
+    fitted = member_effects(y, members)
+    return fitted + rng.permutation(y - fitted)
 
 
 def swap_within(a: Any, b: Any, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
