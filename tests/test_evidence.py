@@ -597,6 +597,28 @@ def test_an_absence_check_whose_page_says_why_it_has_no_null_is_not_counted():
     assert c.verdict == "cannot decide"
 
 
+def test_a_non_inferiority_reads_its_centred_null_at_the_margin():
+    """A non-inferiority claim (r no more than 0.2 lower) with its own bootstrap centred as the null: the draws
+    sit at no difference and must be moved to the margin before a difference is compared with them. Read where
+    they sit, a difference of -0.04 (far above the margin) had p = 0.98; at the margin it passes, and one of -0.19
+    does not."""
+    rng = np.random.default_rng(1)
+    spread = rng.normal(0.0, 0.02, 1000)
+    Estimate = report.Estimate
+
+    def made(diff):
+        ours = {"second": Estimate(0.95 + diff, 0.95 + diff + spread, "models", group="g"),
+                "rerun": Estimate(0.95, np.full(1000, 0.95), "models", group="g")}
+        null = report.centred_null(ours, "second", "rerun", units=15)
+        truth = report.Null("the two the same", [{"second": 0.95 + e, "rerun": 0.95} for e in spread[:30]])
+        return _claim([report.noninferior("second", "rerun", margin=0.2, null=null, truth=truth,
+                                          evidence="t/noninferior")], ours, unit="released artefact")
+
+    far, near = made(-0.04), made(-0.19)
+    assert far.checks[0]["p"] == pytest.approx(1 / 31) and far.verdict == "holds"  # the truth's 30 draws bound it
+    assert near.verdict != "holds" and near.checks[0]["p"] > 0.1
+
+
 def test_a_claim_about_a_bound_is_tested_at_the_bound_not_at_no_effect():
     """A null that removes the effect altogether sits far below a bound of 0.8, so any estimate above the bound
     beats it; the estimate's own bootstrap centred and moved to the bound does not: 0.85 with replicates spread

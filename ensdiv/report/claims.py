@@ -37,6 +37,7 @@ from ensdiv.report.checks import (
     _in_region,
     _plain,
     _points,
+    at_bound,
     evaluate,
     holm,
     null_p,
@@ -284,8 +285,8 @@ def _p_values(probe: Check, observed: float, check: Check, null_stats: np.ndarra
     A check of an effect reads its null (the effect removed), moved to the region's bound when ``null_at`` says
     where it sits (:func:`~ensdiv.report.checks.null_p`). A check that an effect is absent or small reads the data
     where the claim is true moved to the bound (its fail is the mirror test there), and also its null as given
-    (data where the claim is false, at the bound): its pass must beat both, so a statistic that reads the same on
-    both (a tie at a grid's floor) cannot pass."""
+    (data where the claim is false, at the bound; a centred null, which sits at no effect, moved there first): its
+    pass must beat both, so a statistic that reads the same on both (a tie at a grid's floor) cannot pass."""
     if not check.absence:
         if null_stats is None:
             return None, None, None
@@ -302,6 +303,8 @@ def _p_values(probe: Check, observed: float, check: Check, null_stats: np.ndarra
     else:  # where the claim is true, as given: the fail is a statistic beyond it
         p_fail = randomisation_p(observed, truth_stats, side="<" if op == ">" else ">", exact=check.truth.exact)
     if null_stats is not None:
+        if check.null.centred and op != "within":  # at no effect: moved to the claim's bound (where it is false)
+            null_stats = at_bound(probe, null_stats, probe.region[1])
         passes.append(randomisation_p(abs(observed), np.abs(null_stats), side="<", exact=check.null.exact)
                       if op == "within" else randomisation_p(observed, null_stats, side=op, exact=check.null.exact))
         mins.append(check.null.min_p)
