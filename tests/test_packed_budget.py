@@ -143,14 +143,49 @@ def test_a_record_of_another_recipe_or_no_record_is_not_used(tmp_path):
         ch.with_record(None, missing)
 
 
-def test_the_committed_record_is_this_presets_curve():
+def test_the_committed_record_holds_this_presets_single_model_curve():
     """book/data/packed_budget.json (what a cold book reads instead of retraining budgets 1, 2, 4) was made with
-    the cpu preset's recipe; when the recipe changes, re-run benchmarks/bench_packed_budget.py."""
+    the cpu preset's recipe but PE-(2, 4, 2); Table 1 now trains PE-(2, 4, 1), so only the single model's curve
+    is read (re-run benchmarks/bench_packed_budget.py to record PE's too)."""
     from ensdiv.paths import project_root
 
     cfg = ch.preset("tab01_efficient_ensembles", "cpu", verbose=False)
     recorded, note = ch.recorded_curve(cfg, project_root() / ch.RECORD)
-    assert sorted(set(recorded.epochs)) == [1, 2, 4, 8], note
+    single = recorded[recorded.method == "single"]
+    assert sorted(set(single.epochs)) == [1, 2, 4, 8], note
+    assert set(recorded.method) <= {"single", "packed"}
+
+
+def test_a_record_of_another_pe_serves_only_the_single_models_curve(tmp_path):
+    cfg = ch.preset("tab01_efficient_ensembles", "cpu", verbose=False)
+    other_pe, note = ch.recorded_curve(cfg, _record(tmp_path, cfg, gamma=cfg["gamma"] + 1))
+    assert other_pe.method.tolist() == ["single", "single"] and other_pe.val_acc.tolist() == [84.7, 92.2]
+    assert "gamma differ" in note and "single model's budgets" in note
+    # a key the single model reads (the learning rate) with PE's: nothing is used
+    both, note = ch.recorded_curve(cfg, _record(tmp_path, cfg, gamma=cfg["gamma"] + 1, lr=0.05))
+    assert both.empty and "lr, gamma differ" in note
+    # PE measured by this run at one budget, the single model recorded at four: the single model, still rising
+    # between its two largest budgets, says "not converged" on its own
+    measured = pd.DataFrame([{"method": "packed", "epochs": 2, "images_seen": 60000, "val_acc": 86.0}])
+    choice = ch.plateau_budget(ch.with_record(measured, other_pe))
+    assert choice["still_rising"] == ["single"] and not choice["converged"]
+
+
+def test_table1_at_cpu_trains_the_reference_layout_and_meets_the_capacity_premise():
+    cfg = ch.preset("tab01_efficient_ensembles", "cpu", verbose=False)
+    assert cfg["gamma"] == ch.TABLE1_GAMMA == 1
+    test = ch.eval_set(cfg, n=8)
+    pe, single = ch.build_for("packed", cfg, test), ch.build_for("single", cfg, test)
+    got = ch.capacity_premise(pe, single, alpha=cfg["alpha"], members=cfg["num_estimators"], gamma=cfg["gamma"])
+    # α·16 = 32 channels in M = 4 groups: 8, half of the single model's 16, as the paper's ResNet-18 PE
+    assert got.met and got.measured["PE narrowest group (channels)"] == 8
+
+
+@pytest.mark.parametrize("stem", ["fig06_07_alpha_gamma", "appF_sources_of_diversity"])
+def test_pages_whose_design_cannot_decide_train_nothing_at_cpu(stem):
+    assert ch.preset(stem, "cpu", verbose=False)["train"] is False
+    assert ch.preset(stem, "smoke", verbose=False)["train"] is True
+    assert ch.preset(stem, "paper", verbose=False)["train"] is True
 
 
 def test_capacity_premise_compares_the_narrowest_group_with_the_papers_resnet18_pe():

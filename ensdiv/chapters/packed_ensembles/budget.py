@@ -39,6 +39,8 @@ RECORD = "book/data/packed_budget.json"
 #: The preset keys that make a recorded curve this preset's: data, optimiser, schedule, backbone, PE-(α, M, γ).
 CURVE_RECIPE_KEYS = ("arch", "widths", "dataset", "train_subset", "batch_size", "lr", "weight_decay", "augment",
                      "schedule", "num_estimators", "alpha", "gamma", "seeds")
+#: The keys of :data:`CURVE_RECIPE_KEYS` that only the packed model reads (the single model is PE-(1, 1, 1)).
+PACKING_KEYS = ("num_estimators", "alpha", "gamma")
 
 
 def budget_curve(cfg: dict, *, epochs: Sequence[int], methods: Sequence[str] = ("single", "packed"),
@@ -84,9 +86,10 @@ def plateau_budget(curve: pd.DataFrame, *, tolerance: float = 1.0) -> dict[str, 
         ``epochs`` (the chosen budget), ``within`` (whether every method is within ``tolerance`` there; when
         no budget is — the methods peak at different budgets — the budget of the smallest worst gap is
         chosen and ``within`` is False), ``gap`` (each method's distance from its best at that budget,
-        points), ``still_rising`` (methods whose two largest budgets differ by more than ``tolerance``:
-        their best is not yet a plateau), ``converged`` (True only when the curve has at least two budgets,
-        no method is still rising and the chosen budget is within: the plateau is measured, not assumed).
+        points), ``still_rising`` (methods whose own two largest budgets differ by more than ``tolerance``:
+        their best is not yet a plateau), ``one_budget`` (methods measured at a single budget: no plateau can
+        be seen), ``converged`` (True only when every method has at least two budgets, none is still rising and
+        the chosen budget is within: the plateau is measured, not assumed).
     """
     if curve.empty:
         raise InvalidInputError("plateau_budget needs a non-empty budget curve.")
@@ -97,17 +100,17 @@ def plateau_budget(curve: pd.DataFrame, *, tolerance: float = 1.0) -> dict[str, 
     worst = (best - wide).max(axis=1)
     within = worst <= tolerance
     chosen = int(within[within].index[0]) if within.any() else int(worst.idxmin())
-    rising = []
-    if len(wide) >= 2:
-        last, before = wide.iloc[-1], wide.iloc[-2]
-        rising = [m for m in wide.columns if last[m] - before[m] > tolerance]
+    # each method's own two largest budgets (a method may be measured at fewer budgets than another)
+    own = {m: wide[m].dropna() for m in wide.columns}
+    rising = [m for m, col in own.items() if len(col) >= 2 and col.iloc[-1] - col.iloc[-2] > tolerance]
+    one_budget = [m for m, col in own.items() if len(col) < 2]
     gap = (best - wide.loc[chosen]).round(3).to_dict()
-    # a plateau needs evidence that the curve has flattened: at least two budgets, no method gaining more than
-    # the tolerance between the two largest, and the chosen budget within the tolerance of every best. The
-    # largest budget is always "within" of its own best, so "within" alone cannot say "not converged".
-    converged = len(wide) >= 2 and not rising and bool(within.loc[chosen])
+    # a plateau needs evidence that the curve has flattened: at least two budgets of every method, no method
+    # gaining more than the tolerance between its two largest, and the chosen budget within the tolerance of every
+    # best. The largest budget is always "within" of its own best, so "within" alone cannot say "not converged".
+    converged = not one_budget and not rising and bool(within.loc[chosen])
     return {"epochs": chosen, "within": bool(within.loc[chosen]), "gap": gap, "still_rising": rising,
-            "converged": converged}
+            "one_budget": one_budget, "converged": converged}
 
 
 def plateau_sentence(choice: dict[str, Any], epochs: int, *, tolerance: float = 1.0,
@@ -127,14 +130,17 @@ def plateau_sentence(choice: dict[str, Any], epochs: int, *, tolerance: float = 
                    f"({choice['epochs']})")
     if not choice["within"]:
         why.append(f"no budget has every method within {tolerance:g} point(s) of its best")
+    if choice.get("one_budget"):
+        why.append("measured at one budget only: " + ", ".join(name(m) or m for m in choice["one_budget"]))
     return f"Not converged at {epochs} epochs ({'; '.join(why) or 'too few budgets measured'})."
 
 
 def recorded_curve(cfg: dict, path: str | Path) -> tuple[pd.DataFrame, str]:
     """The budget curve recorded in ``path`` (:data:`RECORD`, written by ``bench_packed_budget.py``; relative to
     the project root unless absolute) when it
-    was made with ``cfg``'s recipe (every key of :data:`CURVE_RECIPE_KEYS` equal), and one sentence saying
-    where it comes from or why it is not used.
+    was made with ``cfg``'s recipe (every key of :data:`CURVE_RECIPE_KEYS` equal; when only PE's own keys,
+    :data:`PACKING_KEYS`, differ, the single model's rows alone), and one sentence saying where it comes from
+    or why it is not used.
 
     Returns:
         ``(curve, note)``: :func:`budget_curve`'s rows (empty when the file is missing or its recipe differs).
@@ -154,11 +160,18 @@ def recorded_curve(cfg: dict, path: str | Path) -> tuple[pd.DataFrame, str]:
 
     differ = [k for k in CURVE_RECIPE_KEYS if (recipe.get(k)[:1] if k == "seeds" and recipe.get(k) else
                                                recipe.get(k)) != mine(k)]
+    when = record.get("machine", {}).get("when", "an earlier run")
+    curve = pd.DataFrame(record.get("curve", []), columns=empty.columns)
+    if differ and set(differ) <= set(PACKING_KEYS):
+        # the single model's recipe holds none of PE's keys: its recorded rows are this preset's single model
+        return curve[curve.method == "single"].reset_index(drop=True), (
+            f"Recorded budget curve: {path}, measured {when} by benchmarks/bench_packed_budget.py; its single "
+            f"model is this preset's, its PE is not ({', '.join(differ)} differ): only the single model's budgets "
+            "are read from it.")
     if differ:
         return empty, (f"The recorded budget curve ({path}) was made with another recipe ({', '.join(differ)} "
                        "differ): not used; only this run's budgets are shown.")
-    when = record.get("machine", {}).get("when", "an earlier run")
-    return pd.DataFrame(record.get("curve", []), columns=empty.columns), (
+    return curve, (
         f"Recorded budget curve: {path}, measured {when} by benchmarks/bench_packed_budget.py with this preset's "
         "recipe.")
 
