@@ -127,7 +127,8 @@ PRESETS["foundations/calibration"] = {
 #: synthetic effect moves the difference from one edge of the tolerance through zero (about 2.4 SE at six seeds)
 #: and out of the other edge, so its axis is not one of growing evidence for the claim.
 POWER_CELLS = (("seed flips", 6), ("nested seed flips", 6), ("A/A halves", 6), ("model partitions", 6),
-               ("permuted pairs", 12), ("non-inferiority", 6))
+               ("permuted pairs", 12), ("non-inferiority", 6), ("model-weighted slope", 27),
+               ("centred non-inferiority", 15))
 
 
 def calibration_rates(cfg: Any) -> Any:

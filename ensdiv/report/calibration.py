@@ -20,7 +20,16 @@ fed synthetic data whose true effect is known, in standard errors (SE) of the ch
   just false), and the effect is measured from there towards the claim;
 - ``"bound bootstrap"``: a claim that a quantity of ``S`` models (released, or named) passes a bound ("at least
   0.8 times"), its bootstrap over the models centred and moved to the bound (:func:`~ensdiv.report.centred_null`);
-  "no effect" is the true value at the bound.
+  "no effect" is the true value at the bound;
+- ``"model-weighted slope"``: the slope of an ensemble's score on whether its two members are of two kinds, over
+  every pair of ``S`` models, each model adding its own effect to every pair it joins; the bootstrap resamples
+  the models (:func:`~ensdiv.report.member_weights`, a weighted least-squares fit per resample) and the null is
+  that bootstrap centred at no slope (:func:`~ensdiv.report.centred_null`), as attack-similarity Figs. 3-4; the
+  effect is in standard deviations of the bootstrap (the slope is linear in the scores, so adding it moves every
+  replicate by as much);
+- ``"centred non-inferiority"``: ``a`` no more than a margin below ``b`` over ``S`` models, paired by model, read
+  against its own model bootstrap centred and moved to the margin (where the claim is just false), which is also
+  the data where it is true, as attack-similarity Fig. G.1; "no effect" is the true difference at the margin.
 
 :func:`simulate` returns the share of each verdict. ``tests/test_calibration.py`` holds the rule to its promise
 (with no effect, "holds" and "does not hold" each at most 5 % within Monte-Carlo error; "holds" never rarer as
@@ -40,7 +49,7 @@ from ensdiv.report.checks import VERDICTS, Check, above, greater, noninferior, w
 from ensdiv.report.checks import correlated as _correlated
 from ensdiv.report.claims import claim
 from ensdiv.report.nulls import Null, aa_null, centred_null, partition_null, seed_flips
-from ensdiv.report.replication import model_bootstrap, nested_bootstrap
+from ensdiv.report.replication import member_weights, model_bootstrap, nested_bootstrap
 from ensdiv.report.uncertainty import Estimate, correlation, from_seeds, resample_indices
 
 __all__ = ["BOOK_CELLS", "CONSTRUCTIONS", "simulate"]
@@ -106,6 +115,38 @@ def _bound(rng: np.random.Generator, s: int, effect: float, *, resamples: int) -
     return check, ours, "groups of models"
 
 
+def _weighted_slope(rng: np.random.Generator, s: int, effect: float, *, resamples: int) -> _Built:
+    kind = np.arange(s) % 2  # two kinds of model, half each (architectures, clusters)
+    u = rng.normal(0.0, 1.0, s)  # each model's own effect on every ensemble it joins
+    pairs = np.array(list(itertools.combinations(range(s), 2)))
+    x = (kind[pairs[:, 0]] != kind[pairs[:, 1]]).astype(float)  # 1: a pair of two kinds
+    y = u[pairs].mean(axis=1) + rng.normal(0.0, 0.3, len(pairs))  # no effect of the kinds: slope 0
+    w = member_weights(pairs.tolist(), n_boot=resamples, seed=int(rng.integers(1 << 30)))
+
+    def slope(weights: np.ndarray, target: np.ndarray) -> np.ndarray:  # weighted least squares, one per row
+        dx = x - (weights @ x / weights.sum(1))[:, None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (weights * dx) @ target / (weights * dx ** 2).sum(1)
+
+    reps = slope(w, y)
+    y = y + effect * float(np.nanstd(reps)) * x  # the slope is linear in y: every replicate moves by the effect
+    ours = {"slope": Estimate(float(slope(np.ones((1, len(x))), y)[0]), slope(w, y), "models", "bootstrap", "c")}
+    check = above("slope", 0.0, null=centred_null(ours, "slope", units=s), null_at=0.0, evidence="c/k")
+    return check, ours, "groups of models"
+
+
+def _centred_noninferior(rng: np.random.Generator, s: int, effect: float, *, resamples: int) -> _Built:
+    margin = 1.0
+    b = rng.normal(0.0, 1.0, s)  # S models' values, and their paired differences of sd 1: SE 1/sqrt(S)
+    a = b + rng.normal(-margin + effect / np.sqrt(s), 1.0, s)
+    picks = resample_indices(s, n_resamples=resamples, seed=int(rng.integers(1 << 30)))
+    ours = {q: Estimate(float(v.mean()), v[picks].mean(axis=1), "models", "bootstrap", "c") for q, v in
+            (("a", a), ("b", b))}
+    null = centred_null(ours, "a", "b", units=s)
+    check = noninferior("a", "b", margin=margin, null=null, truth=null, evidence="c/k")
+    return check, ours, "groups of models"
+
+
 def _absence(kind: str) -> Callable[..., _Built]:
     def build(rng: np.random.Generator, s: int, effect: float, *, resamples: int) -> _Built:
         margin = 1.0
@@ -138,19 +179,22 @@ def _at_margin(check: Check, ours: Mapping[str, Any]) -> Null:
 CONSTRUCTIONS: dict[str, Callable[..., _Built]] = {
     "seed flips": _seeds, "nested seed flips": _nested, "A/A halves": _aa, "model partitions": _partitions,
     "permuted pairs": _pairs, "non-inferiority": _absence("non-inferiority"), "within": _absence("within"),
-    "bound bootstrap": _bound,
+    "bound bootstrap": _bound, "model-weighted slope": _weighted_slope, "centred non-inferiority": _centred_noninferior,
 }
 
 
 #: ``(construction, replicates)`` at the counts the book's pages use: seed flips over the 3, 5, 6, 8 and 10 seeds of
 #: the presets (three can never reach 5 %: the check is not counted), nested estimates over 5 and 6 seeds, A/A
 #: halves of 12 runs, groups of 3 and 6 models, correlations over 12 and 25 models, absence claims over 6
-#: seeds, and bounds over 15 models (attack-similarity Fig. G.1's zoo) and 69 (Fig. 1's released models).
+#: seeds, bounds over 15 models (attack-similarity Fig. G.1's zoo) and 69 (Fig. 1's released models), slopes over
+#: ensembles drawn from 8 and 27 models (attack-similarity Figs. 3-4), and a non-inferiority over 15 models read
+#: against its own centred bootstrap (Fig. G.1).
 BOOK_CELLS: tuple[tuple[str, int], ...] = (
     ("seed flips", 3), ("seed flips", 5), ("seed flips", 6), ("seed flips", 8), ("seed flips", 10),
     ("nested seed flips", 5), ("nested seed flips", 6), ("A/A halves", 6), ("model partitions", 3),
     ("model partitions", 6), ("permuted pairs", 12), ("permuted pairs", 25), ("non-inferiority", 6), ("within", 6),
-    ("bound bootstrap", 15), ("bound bootstrap", 69),
+    ("bound bootstrap", 15), ("bound bootstrap", 69), ("model-weighted slope", 8), ("model-weighted slope", 27),
+    ("centred non-inferiority", 15),
 )
 
 
