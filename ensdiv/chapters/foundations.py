@@ -29,10 +29,11 @@ PRESETS = {
     "foundations/deep_ensemble_basics": {
         # members copy the zoo's recipe of one architecture and differ only in their seed
         # n_ensembles: deep ensembles from disjoint seed groups (the first is seeds seed .. seed + M - 1, the members
-        # shown and reused by measuring_diversity); n_singles: separately trained single models on the next seeds
+        # shown and reused by measuring_diversity); n_singles: separately trained single models on the next seeds,
+        # eight so that the A/A null compares four with four (with four, two against two: six splits in all)
         "common": {"seed": 0, "num_members": 4, "zoo_entry": "arch/small_cnn", "n_resamples": 1000,
-                   "n_ensembles": 3, "n_singles": 4},
-        "smoke": {"test_subset": 512, "n_resamples": 200, "n_ensembles": 2},
+                   "n_ensembles": 3, "n_singles": 8},
+        "smoke": {"test_subset": 512, "n_resamples": 200, "n_ensembles": 2, "n_singles": 4},
         "cpu": {"test_subset": 0},
         # the foundations page has no paper-scale data of its own: at paper scale it uses the paper zoo
         # (ImageNet) entry of the same name; packed-ensembles/tab01_efficient_ensembles holds the CIFAR comparison.
