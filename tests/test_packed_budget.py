@@ -216,3 +216,15 @@ def test_converged_premise_reads_the_plateau_test_and_names_its_sentence():
     assert not rising.met and "Not converged at 8 epochs" in ch.unmet([rising])
     assert ch.converged_premise(None, 90).met  # the reference schedule: no curve to test
     assert ch.unmet([ch.converged_premise(flat, 2)]) == ""
+
+
+def test_a_page_reading_table1s_models_reads_their_convergence(tmp_path, monkeypatch):
+    paper = ch.preset("tab02_imagenet_ood_shift", "paper", verbose=False)
+    assert ch.converged_for(paper).met  # the reference schedules: no curve to read
+    monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path))
+    cfg = ch.preset("tab02_imagenet_ood_shift", "smoke", verbose=False)
+    got = ch.converged_for(cfg)
+    # one budget of each method trained here and no record of this recipe: no plateau can be seen
+    assert not got.met and "measured at one budget only" in got.why
+    assert got.measured == {"Table 1 epochs": cfg["epochs"], "plateau budget (epochs)": cfg["epochs"],
+                            "budget curve flattened": False}

@@ -67,6 +67,7 @@ from ensdiv.chapters.packed_ensembles.methods import (
 from ensdiv.chapters.packed_ensembles.premises import (
     Premise,
     capacity_premise,
+    converged_for,
     converged_premise,
     narrowest_group,
     premise_facts,
@@ -92,6 +93,7 @@ __all__ = [
     "Premise",
     "capacity_premise",
     "converged_premise",
+    "converged_for",
     "narrowest_group",
     "premise_facts",
     "unmet",

@@ -24,11 +24,20 @@ from typing import Any
 
 from torch import nn
 
+from ensdiv.chapters.packed_ensembles.budget import (
+    RECORD,
+    budget_curve,
+    plateau_budget,
+    plateau_sentence,
+    recorded_curve,
+    with_record,
+)
+from ensdiv.chapters.packed_ensembles.methods import METHOD_LABELS
 from ensdiv.errors import InvalidInputError
 from ensdiv.models.packed_resnet import packed_resnet
 
 __all__ = ["Premise", "CAPACITY_CITE", "CONVERGED_CITE", "narrowest_group", "capacity_premise",
-           "converged_premise", "unmet", "premise_facts"]
+           "converged_premise", "converged_for", "unmet", "premise_facts"]
 
 CAPACITY_CITE = ("§4 Results: 'ResNet-18 architecture does not have enough representation capacity to be divided "
                  "into subnetworks for CIFAR-100 ... given a sufficiently large network, Packed-Ensembles is able to "
@@ -92,6 +101,20 @@ def converged_premise(choice: dict[str, Any] | None, epochs: int, sentence: str 
     measured = {"Table 1 epochs": epochs, "plateau budget (epochs)": int(choice["epochs"]),
                 "budget curve flattened": bool(choice["converged"])}
     return Premise("converged", met, measured, CONVERGED_CITE, "" if met else (sentence or "not converged"))
+
+
+def converged_for(cfg: dict[str, Any], *, record: str = RECORD, tolerance: float = 1.0) -> Premise:
+    """:func:`converged_premise` for a page that reads Table 1's models at ``cfg``'s budget (Table 2): the budget
+    curve at ``cfg["epochs"]`` (its seed-0 single model and PE on the validation set, cache hits once Table 1's page
+    ran) completed by the recorded curve (``record``, read where its recipe is ``cfg``'s). The paper preset runs the
+    reference schedules (no curve): met."""
+    if cfg["scale"] == "paper":
+        return converged_premise(None, int(cfg["epochs"]))
+    measured = budget_curve(cfg, epochs=[int(cfg["epochs"])])
+    recorded, _ = recorded_curve(cfg, record)
+    choice = plateau_budget(with_record(measured, recorded), tolerance=tolerance)
+    sentence = plateau_sentence(choice, int(cfg["epochs"]), tolerance=tolerance, labels=METHOD_LABELS)
+    return converged_premise(choice, int(cfg["epochs"]), sentence)
 
 
 def unmet(premises: Sequence[Premise]) -> str:
