@@ -228,3 +228,11 @@ def test_a_page_reading_table1s_models_reads_their_convergence(tmp_path, monkeyp
     assert not got.met and "measured at one budget only" in got.why
     assert got.measured == {"Table 1 epochs": cfg["epochs"], "plateau budget (epochs)": cfg["epochs"],
                             "budget curve flattened": False}
+
+
+def test_a_pages_curve_is_the_record_where_it_trains_no_budget(tmp_path):
+    cfg = ch.preset("tab01_efficient_ensembles", "cpu", verbose=False)
+    curve, note = ch.curve_with_record(cfg, epochs=[], record=_record(tmp_path, cfg))
+    assert curve.source.tolist() == ["recorded"] * 4 and "2026-11-26 04:32" in note
+    with pytest.raises(InvalidInputError, match="both are empty"):
+        ch.curve_with_record(cfg, epochs=[], record="")

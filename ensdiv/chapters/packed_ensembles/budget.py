@@ -176,6 +176,18 @@ def recorded_curve(cfg: dict, path: str | Path) -> tuple[pd.DataFrame, str]:
         "recipe.")
 
 
+def curve_with_record(cfg: dict, *, epochs: Sequence[int], record: str | Path = "") -> tuple[pd.DataFrame, str]:
+    """The budget curve a page reads: :func:`budget_curve` at ``epochs`` (none: nothing trained) completed by the
+    curve recorded in ``record`` (``""``: none; :func:`recorded_curve`), and the record's sentence.
+
+    Raises:
+        InvalidInputError: nothing trained and nothing recorded (:func:`with_record`).
+    """
+    measured = budget_curve(cfg, epochs=epochs) if epochs else None
+    recorded, note = recorded_curve(cfg, record) if record else (None, "")
+    return with_record(measured, recorded), note
+
+
 def with_record(measured: pd.DataFrame | None, recorded: pd.DataFrame | None) -> pd.DataFrame:
     """This run's budget curve completed by a recorded one: every row of ``measured`` (``source`` "this run",
     with the recorded accuracy of the same budget in ``recorded_val_acc`` when there is one) and the rows of

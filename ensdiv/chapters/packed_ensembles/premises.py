@@ -24,14 +24,7 @@ from typing import Any
 
 from torch import nn
 
-from ensdiv.chapters.packed_ensembles.budget import (
-    RECORD,
-    budget_curve,
-    plateau_budget,
-    plateau_sentence,
-    recorded_curve,
-    with_record,
-)
+from ensdiv.chapters.packed_ensembles.budget import RECORD, curve_with_record, plateau_budget, plateau_sentence
 from ensdiv.chapters.packed_ensembles.methods import METHOD_LABELS
 from ensdiv.errors import InvalidInputError
 from ensdiv.models.packed_resnet import packed_resnet
@@ -110,9 +103,8 @@ def converged_for(cfg: dict[str, Any], *, record: str = RECORD, tolerance: float
     reference schedules (no curve): met."""
     if cfg["scale"] == "paper":
         return converged_premise(None, int(cfg["epochs"]))
-    measured = budget_curve(cfg, epochs=[int(cfg["epochs"])])
-    recorded, _ = recorded_curve(cfg, record)
-    choice = plateau_budget(with_record(measured, recorded), tolerance=tolerance)
+    curve, _ = curve_with_record(cfg, epochs=[int(cfg["epochs"])], record=record)
+    choice = plateau_budget(curve, tolerance=tolerance)
     sentence = plateau_sentence(choice, int(cfg["epochs"]), tolerance=tolerance, labels=METHOD_LABELS)
     return converged_premise(choice, int(cfg["epochs"]), sentence)
 
