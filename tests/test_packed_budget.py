@@ -186,6 +186,8 @@ def test_pages_whose_design_cannot_decide_train_nothing_at_cpu(stem):
     assert ch.preset(stem, "cpu", verbose=False)["train"] is False
     assert ch.preset(stem, "smoke", verbose=False)["train"] is True
     assert ch.preset(stem, "paper", verbose=False)["train"] is True
+    with pytest.raises(InvalidInputError, match="'train' .* must be a boolean"):
+        ch.preset(stem, "cpu", verbose=False, train="yes")
 
 
 def test_capacity_premise_compares_the_narrowest_group_with_the_papers_resnet18_pe():
