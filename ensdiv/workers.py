@@ -32,8 +32,15 @@ __all__ = ["build_many"]
 
 def _init_worker(threads: int) -> None:
     import signal
+    import threading
+
+    from tqdm import tqdm
 
     torch.set_num_threads(threads)
+    # a bar in a worker would create tqdm's default lock, a named semaphore that a worker ended mid-recipe (see
+    # _stop) never releases, so the resource tracker reports it leaked once the build exits; a worker's bars
+    # share no process, and a thread lock serves them
+    tqdm.set_lock(threading.RLock())
     # Ctrl-C reaches every process of the terminal's group: the parent alone answers it, by ending the workers
     # (see _stop), so no worker prints a traceback of its own
     signal.signal(signal.SIGINT, signal.SIG_IGN)
