@@ -15,6 +15,7 @@ from ensdiv.chapters import design_diversity_training as ch
 from ensdiv.errors import InvalidInputError, UnknownNameError
 from ensdiv.losses.ncl import gncl
 from ensdiv.models.supernet import SuperResNet, all_configs, subnet_params
+from ensdiv.store import config_key
 from ensdiv.train import Heads, build_model
 from ensdiv.train.frameworks import InputLossStack, build_joint, joint_loss
 
@@ -141,6 +142,38 @@ def test_equitability_split_hand_case():
     assert np.isnan(ch.equitability_split(logits, torch.tensor([1, 0, 2, 2]))[0])  # no correct sample
 
 
+def test_equitability_table_fills_table_2_per_ensemble_and_set(monkeypatch):
+    """One ensemble that splits 2-1 on every image and gets all right, one that agrees and gets all wrong: H_corr and
+    H_inco by hand on every set, in Table 2's column order, with the accuracies beside."""
+    split = torch.tensor([[0, 1, 2, 0], [0, 1, 2, 0], [1, 2, 0, 1]])  # right on every image, 2-1 votes
+    agree = torch.tensor([[1, 2, 0, 1]] * 3)  # all wrong, unanimous
+    labels = torch.tensor([0, 1, 2, 0])
+    monkeypatch.setattr(ch, "chapter_logits", lambda cfg, members, key: F.one_hot(members, 3).double())
+    monkeypatch.setattr(ch, "chapter_labels", lambda cfg, key: labels)
+    table, acc = ch.equitability_table(None, {"split": split, "agree": agree})
+    split21 = -(2 / 3 * np.log(2 / 3) + 1 / 3 * np.log(1 / 3)) / np.log(3)
+    assert list(table.columns) == list(ch.PAPER_TABLE2.columns) and list(table.index) == ["split", "agree"]
+    assert table.loc["split", "H_corr"].tolist() == pytest.approx([split21] * len(ch.SET_KEYS))
+    assert table.loc["split", "H_inco"].isna().all() and table.loc["agree", "H_corr"].isna().all()
+    assert table.loc["agree", "H_inco"].tolist() == pytest.approx([0.0] * len(ch.SET_KEYS))
+    assert acc.loc["split"].tolist() == [100.0] * len(ch.SET_KEYS) and acc.loc["agree"].eq(0).all()
+
+
+def test_cka_of_retrained_members_is_keyed_by_their_recipes(monkeypatch):
+    """Two seeds of one heterogeneous architecture train two models: their cached CKA must not share a key (a
+    trained recipe's module carries no id of its own, so keying the loaded module gave both its class name)."""
+    cfg = ch.preset("fig12_cka_layers", "smoke", verbose=False)
+    seen = []
+    monkeypatch.setattr(ch.dd, "member_module", lambda m: torch.nn.Sequential(torch.nn.Flatten()))
+    monkeypatch.setattr(ch, "layer_names", lambda m: ["0"])
+    monkeypatch.setattr(ed, "cached", lambda name, conf, compute: seen.append(config_key(conf)) or {
+        "cka": torch.ones(1, 1)})
+    for s in (0, 1):
+        het = [m for k, m in ch.matched_recipes(cfg, s).items() if k.startswith("heterogeneous")]
+        ch.cka_between(cfg, het[0], het[1])
+    assert len(set(seen)) == 2
+
+
 def test_layer_names_skip_identities_and_activations():
     m = ed.create_model("test_resnet", num_classes=10, in_chans=1, img_size=28)
     names = ch.layer_names(m)
@@ -245,6 +278,26 @@ def test_the_three_ensembles_share_one_budget(scale):
                         cfg.batch_size, cfg.seed, cfg.seed)}
     table = ch.budget_table(cfg)
     assert table["images"].nunique() == 1 and table["epochs"].nunique() == 1 and len(table) == len(recipes)
+
+
+def test_each_training_seed_trains_the_family_on_the_same_images_with_its_own_initialisation():
+    """Sec. 4.3.1, Table 2 and Figs. 11-12 compare training methods over seeds: seed s changes the initialisation
+    and data order of every ensemble of the family (the λ runs, the control, GNCL, the heterogeneous members) and
+    nothing else; no seed keeps the preset's seed; the budget table names the seeds."""
+    cfg = ch.preset("tab02_equitability", "cpu", verbose=False)
+    assert cfg.seeds == [0, 1, 2, 3, 4, 5]
+    base = ch.matched_recipes(cfg)
+    assert ch.matched_recipes(cfg, cfg.seed) == base
+    for s in (1, 5):
+        seeded = ch.matched_recipes(cfg, s)
+        assert list(seeded) == list(base)
+        for label, r in seeded.items():
+            assert (r.seeds.init, r.seeds.order, r.seeds.subset) == (s, s, base[label].seeds.subset)
+            assert r.replace(seed=cfg.seed) == base[label]
+        sweep = [ch._attr_recipe(cfg, lam, s) for lam in cfg.lams] + [ch.control_recipe(cfg, s)]
+        assert {(r.seeds.init, r.data.subset, r.optim.epochs) for r in sweep} == {
+            (s, cfg.attr_train_subset, cfg.attr_epochs)}
+    assert ch.budget_table(cfg)["seeds"].unique().tolist() == ["0, 1, 2, 3, 4, 5"]
 
 
 def test_landing_page_budget_table_matches_the_cpu_presets():

@@ -50,11 +50,12 @@ ATTRIBUTION_LOSS = "attribution_penalty"
 __all__ = [
     "SLUG", "PRESETS", "preset", "HEURISTICS", "PAPER_TABLE2", "PAPER_FIG10_CLAIMS", "SET_KEYS", "SET_LABELS",
     "JointRun", "joint_recipe", "train_joint", "joint_members", "supernet", "subnetworks", "select_configs",
-    "pair_diversity", "attribution_methods", "ensemble_accuracy", "equitability_split", "layer_names",
+    "pair_diversity", "attribution_methods", "ensemble_accuracy", "equitability_split", "equitability_table",
+    "layer_names",
     "corresponding_layers", "corresponding_mean",
     "cka_between", "diversity_sweep", "chapter_logits", "chapter_labels", "chapter_attributions", "eval_set",
     "model_name", "chapter_models", "three_ensembles", "minmax", "nan_estimate", "member_estimates", "pearson",
-    "correct", "ensemble_correct", "equitability_per_sample", "cka_per_batch", "bootstrap_counts", "mean_estimates",
+    "correct", "ensemble_correct", "equitability_per_sample", "bootstrap_counts", "mean_estimates",
     "member_null", "permute_rows", "swap_within", "weighted_null", "member_effects", "shuffled_residuals",
 ]  # fmt: skip
 
@@ -237,15 +238,31 @@ def equitability_split(logits: torch.Tensor, labels: torch.Tensor, *, num_specie
             float(e[~right].mean()) if (~right).any() else float("nan"))
 
 
+def equitability_table(cfg: Any, ensembles: dict[str, Sequence[Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 2 for ``ensembles`` (label -> members): H_corr and H_inco of each ensemble on each set of
+    :data:`SET_KEYS` (rows: the labels; columns: :data:`PAPER_TABLE2`'s), and the ensembles' accuracies (%) on
+    each set (rows: the labels; columns: the set keys)."""
+    rows: dict[str, dict] = {}
+    accs: dict[str, dict] = {}
+    for name, members in ensembles.items():
+        for key in SET_KEYS:
+            logits, labels = chapter_logits(cfg, members, key), chapter_labels(cfg, key)
+            rows.setdefault(name, {})[("H_corr", key)], rows[name][("H_inco", key)] = equitability_split(logits,
+                                                                                                      labels)
+            accs.setdefault(name, {})[key] = ensemble_accuracy(logits, labels)
+    return pd.DataFrame(rows).T[PAPER_TABLE2.columns], pd.DataFrame(accs).T
+
+
 def cka_between(cfg: Any, a: Any, b: Any, key: str = "clean") -> tuple[torch.Tensor, list, list]:
     """Minibatch linear CKA (Eq. 6) of every layer of model (or zoo recipe) ``a`` with every layer of ``b`` on
     ``cfg.cka_images`` images of set ``key`` in batches of ``cfg.cka_batch`` (cached). A constant layer has zero
     self-similarity: minibatch CKA then divides a rounding residue by zero and returns inf or NaN; every
     non-finite entry is returned as NaN."""
+    ids = [dd.member_cache_config(m) for m in (a, b)]  # a recipe's key: its module, once loaded, has no id
     a, b = (dd.member_module(m) for m in (a, b))
     data, name, idx = eval_rows(cfg, key, cfg["cka_images"])
     la, lb = layer_names(a), layer_names(b)
-    conf = {"a": dd.member_cache_config(a), "b": dd.member_cache_config(b),
+    conf = {"a": ids[0], "b": ids[1],
             "set": dd.eval_set_key(data, name, idx),
             "layers": [la, lb], "batch": cfg["cka_batch"]}  # fmt: skip
 
@@ -257,26 +274,9 @@ def cka_between(cfg: Any, a: Any, b: Any, key: str = "clean") -> tuple[torch.Ten
     return torch.where(torch.isfinite(cka), cka, torch.full_like(cka, float("nan"))), la, lb
 
 
-def cka_per_batch(cfg: Any, a: Any, b: Any, key: str = "clean") -> torch.Tensor:
-    """Linear CKA maps (B, La, Lb) of model ``a``'s layers with ``b``'s, one per batch of ``cfg.cka_interval_batch``
-    of the ``cfg.cka_images`` images (cached): the replicates a bootstrap over image batches resamples (Fig. 12's
-    intervals). Non-finite entries (constant layers) are NaN."""
-    a, b = (dd.member_module(m) for m in (a, b))
-    data, name, idx = eval_rows(cfg, key, cfg["cka_images"])
-    la, lb, size = layer_names(a), layer_names(b), int(cfg["cka_interval_batch"])
-    conf = {"a": dd.member_cache_config(a), "b": dd.member_cache_config(b),
-            "set": dd.eval_set_key(data, name, idx), "layers": [la, lb], "batch": size}  # fmt: skip
-
-    def compute() -> dict:
-        starts = range(0, len(data) - size + 1, size)  # whole batches only
-        return {"cka": torch.stack([ed.metrics.cka_map(a, b, [data.x[i : i + size]], la, lb) for i in starts])}
-
-    cka = ed.cached("dd-cka-batches", conf, compute)["cka"]
-    return torch.where(torch.isfinite(cka), cka, torch.full_like(cka, float("nan")))
-
-
-def matched_recipes(cfg: Any) -> dict[str, ed.Recipe]:
-    """The recipes of Table 2 / Fig. 11 / Fig. 12's three ensembles, all on one training budget (issue #29): the
+def matched_recipes(cfg: Any, seed: int | None = None) -> dict[str, ed.Recipe]:
+    """The recipes of Table 2 / Fig. 11 / Fig. 12's three ensembles with initialisation and data-order seed ``seed``
+    (default ``cfg.seed``; the pages train one set per seed of ``cfg.seeds``), all on one training budget: the
     attribution-penalty run's (Sec. 4.3.1's: ``attr_train_subset`` images for ``attr_epochs`` epochs, AdaBelief,
     the step schedule), since its double back-propagation is what the page can afford. The GNCL average-consensus
     run is trained on that budget too (Fig. 10 trains its own on the full one), and the heterogeneous ensemble's
@@ -284,10 +284,11 @@ def matched_recipes(cfg: Any) -> dict[str, ed.Recipe]:
     coming from the zoo's own (larger) recipe. Keys are the ensembles' labels; the heterogeneous members are
     ``"heterogeneous zoo: <name>"``. At paper scale a heterogeneous member that is a pretrained model stays as
     it is (:func:`budget_table` says so)."""
-    attr = _attr_recipe(cfg, cfg["attr_lam"])
+    s = cfg["seed"] if seed is None else seed
+    attr = _attr_recipe(cfg, cfg["attr_lam"], s)
     out = {f"attribution penalty (Eq. 8, λ = {cfg['attr_lam']:g})": attr,
            f"GNCL average (Eq. 2, λ = {cfg['lam']:g})": joint_recipe(
-               cfg, "gncl_mean", cfg["lam"], train_subset=cfg["attr_train_subset"], epochs=cfg["attr_epochs"])}
+               cfg, "gncl_mean", cfg["lam"], train_subset=cfg["attr_train_subset"], epochs=cfg["attr_epochs"], seed=s)}
     for member in chapter_models(cfg, cfg["hetero"]):
         if isinstance(member, ed.Recipe):
             member = member.replace(data=attr.data, optim=attr.optim, seeds=attr.seeds, name=f"{member.name}@budget")
@@ -295,11 +296,11 @@ def matched_recipes(cfg: Any) -> dict[str, ed.Recipe]:
     return out
 
 
-def three_ensembles(cfg: Any) -> dict[str, list[nn.Module] | list[ed.Recipe]]:
-    """Table 2 / Fig. 11 / Fig. 12's ensembles on one budget (:func:`matched_recipes`): the attribution-penalty
-    run at λ = ``cfg.attr_lam`` (its last finished epoch), the GNCL average-consensus run, and the heterogeneous
-    ensemble of ``cfg.hetero``'s architectures."""
-    recipes = matched_recipes(cfg)
+def three_ensembles(cfg: Any, seed: int | None = None) -> dict[str, list[nn.Module] | list[ed.Recipe]]:
+    """Table 2 / Fig. 11 / Fig. 12's ensembles on one budget and seed (:func:`matched_recipes`): the
+    attribution-penalty run at λ = ``cfg.attr_lam`` (its last finished epoch), the GNCL average-consensus run, and
+    the heterogeneous ensemble of ``cfg.hetero``'s architectures."""
+    recipes = matched_recipes(cfg, seed)
     (attr_label, attr), (gncl_label, gncl) = list(recipes.items())[:2]
     hetero = [m for k, m in recipes.items() if k.startswith("heterogeneous zoo: ")]
     return {attr_label: joint_members(train_joint(attr, attr_label)),
@@ -307,9 +308,26 @@ def three_ensembles(cfg: Any) -> dict[str, list[nn.Module] | list[ed.Recipe]]:
             "heterogeneous zoo": hetero}  # fmt: skip
 
 
+#: the family's ensembles by their short names (Table 2's rows), then the λ = 0 control on the same budget
+FAMILY = [*PAPER_TABLE2.index, "independent (λ = 0)"]
+
+
+def family(cfg: Any, seed: int | None = None) -> dict[str, list[nn.Module] | list[ed.Recipe]]:
+    """The ensembles Table 2, Fig. 11 and Fig. 12 compare, on one budget and seed (default ``cfg.seed``), by their
+    short names (:data:`FAMILY`): :func:`three_ensembles` and the λ = 0 control (:func:`attr_control`)."""
+    three = three_ensembles(cfg, seed)
+    return {**dict(zip(PAPER_TABLE2.index, three.values(), strict=True)),
+            FAMILY[-1]: joint_members(attr_control(cfg, seed))}
+
+
+def clean_accuracy(cfg: Any, members: Sequence[Any]) -> float:
+    """The logit-averaged ensemble's accuracy (%) on the chapter's clean test images."""
+    return ensemble_accuracy(chapter_logits(cfg, members, "clean"), chapter_labels(cfg, "clean"))
+
+
 def budget_table(cfg: Any) -> pd.DataFrame:
     """What each ensemble of :func:`three_ensembles` was trained on: one row per recipe (training set, images,
-    epochs, optimiser, learning rate, batch, seed), so a reader sees the budgets are equal."""
+    epochs, optimiser, learning rate, batch, seeds), so a reader sees the budgets are equal."""
     rows = []
     for label, r in matched_recipes(cfg).items():
         if not isinstance(r, ed.Recipe):
@@ -318,12 +336,14 @@ def budget_table(cfg: Any) -> pd.DataFrame:
         o = r.optim
         rows.append({"ensemble": label, "members": getattr(r.method, "members", 1), "training set": r.data.dataset,
                      "images": r.data.subset or "all", "epochs": o.epochs, "optimiser": o.optimizer, "lr": o.lr,
-                     "schedule": o.schedule, "batch": o.batch_size, "seed": r.seeds.init})
+                     "schedule": o.schedule, "batch": o.batch_size,
+                     "seeds": ", ".join(str(s) for s in cfg.get("seeds") or [r.seeds.init])})
     return pd.DataFrame(rows).set_index("ensemble")
 
 
-def _attr_recipe(cfg: Any, lam: float) -> ed.Recipe:
-    return joint_recipe(cfg, ATTRIBUTION_LOSS, lam, train_subset=cfg["attr_train_subset"], epochs=cfg["attr_epochs"])
+def _attr_recipe(cfg: Any, lam: float, seed: int | None = None) -> ed.Recipe:
+    return joint_recipe(cfg, ATTRIBUTION_LOSS, lam, train_subset=cfg["attr_train_subset"], epochs=cfg["attr_epochs"],
+                        seed=cfg["seed"] if seed is None else seed)
 
 
 def heuristic_runs(cfg: Any, seed: int | None = None) -> dict[str, JointRun]:
@@ -349,29 +369,31 @@ def consensus_correct(logits: torch.Tensor, labels: torch.Tensor, how: str = "me
     return (ed.losses.consensus_distribution(logits, how).argmax(-1) == labels).numpy()
 
 
-def attr_sweep(cfg: Any) -> list[JointRun]:
-    """Sec. 4.3.1: one attribution-penalty run per λ of ``cfg.lams``."""
-    return [train_joint(_attr_recipe(cfg, lam), f"λ = {lam:g}") for lam in cfg["lams"]]
+def attr_sweep(cfg: Any, seed: int | None = None) -> list[JointRun]:
+    """Sec. 4.3.1: one attribution-penalty run per λ of ``cfg.lams``, with seed ``seed`` (default ``cfg.seed``)."""
+    return [train_joint(_attr_recipe(cfg, lam, seed), f"λ = {lam:g}") for lam in cfg["lams"]]
 
 
 #: the label of the λ = 0 control (:func:`attr_control`)
 CONTROL = "λ = 0 (independent)"
 
 
-def control_recipe(cfg: Any) -> ed.Recipe:
+def control_recipe(cfg: Any, seed: int | None = None) -> ed.Recipe:
     """The λ = 0 control of Sec. 4.3.1: the same members, optimiser, images, epochs and seed as the
     attribution-penalty runs (:func:`attr_sweep`), trained with the plain cross-entropy of each member (Eq. 8 at
     λ = 0 is the independent loss; the ``independent`` loss skips the double back-propagation)."""
-    return joint_recipe(cfg, "independent", 0.0, train_subset=cfg["attr_train_subset"], epochs=cfg["attr_epochs"])
+    return joint_recipe(cfg, "independent", 0.0, train_subset=cfg["attr_train_subset"], epochs=cfg["attr_epochs"],
+                        seed=cfg["seed"] if seed is None else seed)
 
 
-def attr_control(cfg: Any) -> JointRun:
-    """The λ = 0 control at the attribution-penalty runs' budget (:func:`control_recipe`), trained once (cached;
-    Sec. 4.3.1, Table 2, Fig. 11 and Fig. 12 share it)."""
-    return train_joint(control_recipe(cfg), CONTROL)
+def attr_control(cfg: Any, seed: int | None = None) -> JointRun:
+    """The λ = 0 control at the attribution-penalty runs' budget and seed (:func:`control_recipe`), trained once
+    per seed (cached; Sec. 4.3.1, Table 2, Fig. 11 and Fig. 12 share it)."""
+    return train_joint(control_recipe(cfg, seed), CONTROL)
 
 
-__all__ += ["attr_sweep", "heuristic_runs", "matched_recipes", "budget_table", "EVAL_CONSENSUS",
+__all__ += ["attr_sweep", "heuristic_runs", "matched_recipes", "budget_table", "EVAL_CONSENSUS", "FAMILY", "family",
+            "clean_accuracy",
             "consensus_correct", "CONTROL", "control_recipe", "attr_control"]
 
 # ---- presets ---------------------------------------------------------------------------------------------------------
@@ -404,7 +426,8 @@ _COMMON = {"seed": 0, "eval_images": 0, "attr_images": 0, "attr_abs": True, "att
 _HETERO = ["dd/ResNext50_32_2", "dd/MNASNET_1", "dd/deit_tiny_p16_224"]
 _HETERO_SMOKE = ["arch/resnext", "arch/mnasnet", "arch/vit"]  # the smoke zoo has no dd/* entries
 _HETERO_PAPER = ["resnext50_32x4d.a1h_in1k", "mnasnet_100.rmsp_in1k", "deit_tiny_patch16_224.fb_in1k"]
-_CKA = {"cka_images": 1000, "cka_batch": 250, "cka_interval_batch": 50}
+_CKA = {"cka_images": 1000, "cka_batch": 250}
+_FAMILY_SEEDS = [0, 1, 2, 3, 4, 5]
 
 PRESETS: dict = {
     "design-diversity/fig08_supernet_ensembles": {
@@ -431,31 +454,33 @@ PRESETS: dict = {
         "cpu": {**_JOINT_CPU, "eval_images": 2000},
         "paper": {**_JOINT_PAPER, "eval_images": 5000},
     },
+    # seeds: the family of Sec. 4.3.1, Table 2, Fig. 11 and 12 trained once per seed (initialisation and data order;
+    # the same training images), six so that Holm over a page's two checks can reach 5 % with 2**-6 = 1/64
     "design-diversity/sec431_attribution_penalty": {
-        "common": {**_COMMON},
-        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "eval_images": 200},
+        "common": {**_COMMON, "seeds": _FAMILY_SEEDS},
+        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "eval_images": 200, "seeds": [0]},
         "types": _JOINT_TYPES,
         "cpu": {**_JOINT_CPU, **_ATTR_CPU, "eval_images": 2000},
         "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "eval_images": 5000},
     },
     "design-diversity/tab02_equitability": {
-        "common": {**_COMMON, "hetero": _HETERO},
-        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "eval_images": 200},
+        "common": {**_COMMON, "hetero": _HETERO, "seeds": _FAMILY_SEEDS},
+        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "eval_images": 200, "seeds": [0]},
         "types": _JOINT_TYPES,
         "cpu": {**_JOINT_CPU, **_ATTR_CPU, "eval_images": 2000},
         "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "eval_images": 5000, "hetero": _HETERO_PAPER},
     },
     "design-diversity/fig11_attribution_maps": {
-        "common": {**_COMMON, "hetero": _HETERO, "show": 8},
-        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "attr_images": 32},
+        "common": {**_COMMON, "hetero": _HETERO, "show": 8, "seeds": _FAMILY_SEEDS},
+        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "attr_images": 32, "seeds": [0]},
         "types": _JOINT_TYPES,
         "cpu": {**_JOINT_CPU, **_ATTR_CPU, "attr_images": 500},
         "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "attr_images": 100, "attr_batch": 25, "hetero": _HETERO_PAPER},
     },
     "design-diversity/fig12_cka_layers": {
-        "common": {**_COMMON, **_CKA, "hetero": _HETERO},
+        "common": {**_COMMON, **_CKA, "hetero": _HETERO, "seeds": _FAMILY_SEEDS},
         "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "cka_images": 64, "cka_batch": 32,
-                  "cka_interval_batch": 16},
+                  "seeds": [0]},
         "types": _JOINT_TYPES,
         "cpu": {**_JOINT_CPU, **_ATTR_CPU},
         "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "cka_images": 2000, "cka_batch": 100, "hetero": _HETERO_PAPER},
@@ -465,7 +490,7 @@ PRESETS: dict = {
 for _spec in PRESETS.values():  # bootstrap resamples of the claims' intervals: fewer at smoke (code path only)
     _spec["smoke"] = {**_spec["smoke"], "n_resamples": 200}
 # a dry run of the paper presets (ensdiv run --dry-run): the paper's models and recipes on a few fake images
-add_dry_blocks(PRESETS, {**dd.DRY_SIZES, "fig9_images": 4, "cka_images": 8, "cka_batch": 4, "cka_interval_batch": 4,
+add_dry_blocks(PRESETS, {**dd.DRY_SIZES, "fig9_images": 4, "cka_images": 8, "cka_batch": 4,
                          "supernet_epochs": [1, 1, 1], "batch_size": 8, "bn_images": 8, "subnets": 3, "epochs": 2,
                          "milestones": [1], "attr_epochs": 2, "lams": [1.0, 0.001], "seeds": [0], "ig_steps": [1, 2],
                          "pair_models": 2, "train_subset": 8, "attr_train_subset": 8},
