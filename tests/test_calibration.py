@@ -47,6 +47,7 @@ def test_four_seeds_cannot_decide_and_say_how_many_would():
 @pytest.mark.parametrize(("construction", "replicates"), [("seed flips", 6), ("nested seed flips", 6),
                                                           ("model partitions", 6), ("permuted pairs", 12),
                                                           ("non-inferiority", 6), ("bound bootstrap", 15),
+                                                          ("centred seed flips", 6),
                                                           ("model-weighted slope", 27),
                                                           ("centred non-inferiority", 15)])
 def test_holds_never_gets_rarer_as_the_effect_grows(construction, replicates):

@@ -619,6 +619,31 @@ def test_a_non_inferiority_reads_its_centred_null_at_the_margin():
     assert near.verdict != "holds" and near.checks[0]["p"] > 0.1
 
 
+def test_a_bound_over_seeds_is_a_sign_flip_test_of_the_centred_seeds():
+    """Per-seed values centred and sign-flipped in all 2**S patterns: the p-value of "above 0.8" is the one-sample
+    sign-flip test of a mean of 0.8, counted by hand; a ratio of two methods' seeds is centred at 1; seeds of
+    unequal counts are refused in one sentence."""
+    values = np.array([0.9, 0.85, 1.0, 0.95, 0.88, 0.92])
+    ours = {"a": report.from_seeds(values)}
+    null = report.centred_null(ours, "a")
+    assert null.exact and null.centred and len(null.draws) == 64 and null.replicates == 6
+    c = _claim([report.above("a", 0.8, null=null, null_at=0.0, evidence="t/seed-bound")], ours)
+    d = values - values.mean()
+    k = sum(np.mean(np.array(sg) * d) + 0.8 >= values.mean() - 1e-12 for sg in itertools.product((1, -1), repeat=6))
+    by_hand = max(k, 1) / 64  # this run's own pattern among the 64: at least 1/64
+    assert c.checks[0]["p"] == pytest.approx(by_hand) == pytest.approx(1 / 64) and c.verdict == "holds"
+    near = _claim([report.above("a", 0.9, null=report.centred_null(ours, "a"), null_at=0.0, evidence="t/near")], ours)
+    assert near.verdict != "holds" and near.checks[0]["p"] > 0.2
+    small, control = np.array([80.0, 82.0, 79.0]), np.array([90.0, 91.0, 88.0])
+    pair = {"s": report.from_seeds(small), "c": report.from_seeds(control)}
+    ratio = report.centred_null(pair, "s", "c", ratio=True)
+    r = small / control
+    assert sorted(d["s"] for d in ratio.draws)[-1] == pytest.approx(1 + np.abs(r / r.mean() - 1).mean())
+    assert all(d["c"] == 1.0 for d in ratio.draws)
+    with pytest.raises(InvalidInputError, match="as many seeds"):
+        report.centred_null({"s": report.from_seeds(small), "c": report.from_seeds(control[:2])}, "s", "c")
+
+
 def test_a_claim_about_a_bound_is_tested_at_the_bound_not_at_no_effect():
     """A null that removes the effect altogether sits far below a bound of 0.8, so any estimate above the bound
     beats it; the estimate's own bootstrap centred and moved to the bound does not: 0.85 with replicates spread

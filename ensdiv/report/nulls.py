@@ -107,9 +107,13 @@ def centred_null(values: Mapping[str, Estimate], a: str, b: str | None = None, *
     that removes the effect altogether (a column dealt at random, a second attack's models shuffled) sits far
     below the bound, where any estimate above the bound beats it.
 
+    Per-seed estimates (:func:`ensdiv.report.from_seeds`) are centred too: their values minus their mean, the
+    signs flipped in every pattern (a one-sample sign-flip test of the bound, exact over ``2**S`` patterns).
+
     Args:
         values: The claim's quantities; ``a`` (and ``b``) bootstrap :class:`Estimate` s of one paired
-            resampling (the same ``group``), the replicates of one resample combined replicate by replicate.
+            resampling (the same ``group``), the replicates of one resample combined replicate by replicate, or
+            per-seed estimates with as many seeds.
         a, b: The statistic ``a - b`` (``a`` without ``b``).
         ratio: Centre ``a`` at 1 (``a / value``) for a check of a ratio's bound (``null_at=1``,
             ``null_scale=True``).
@@ -126,10 +130,14 @@ def centred_null(values: Mapping[str, Estimate], a: str, b: str | None = None, *
     >>> [d["x"] for d in centred_null(est, "x", ratio=True).draws]
     [0.75, 1.25, 1.5]
     """
+    if all(isinstance(values.get(q), Estimate) and values[q].kind == "seeds" for q in (a, b) if q is not None):
+        return _centred_flips(values, a, b, ratio=ratio)
+
     def replicates(q: str) -> tuple[float, np.ndarray]:
         est = values.get(q)
         if not isinstance(est, Estimate) or est.kind != "bootstrap" or est.replicates is None:
-            raise InvalidInputError(f"A centred null needs {q!r} as a bootstrap Estimate with its replicates.")
+            raise InvalidInputError(f"A centred null needs {q!r} as a bootstrap Estimate with its replicates, or "
+                                    "per-seed estimates (from_seeds).")
         return float(est.value), np.asarray(est.replicates, dtype=float)
 
     value, reps = replicates(a)
@@ -156,6 +164,37 @@ def centred_null(values: Mapping[str, Estimate], a: str, b: str | None = None, *
     how = "divided by its value (at 1)" if ratio else "minus its value (at 0)"
     draws = [{a: float(x), **({b: 0.0} if b is not None else {})} for x in kept]
     return Null(f"the bootstrap replicates of {what} {how}, moved to the claim's bound", draws, centred=True)
+
+
+def _centred_flips(values: Mapping[str, Estimate], a: str, b: str | None, *, ratio: bool) -> Null:
+    """:func:`centred_null` for per-seed estimates: the seeds' values of ``a`` (``a - b``, or ``a / b`` with
+    ``ratio``) minus their mean (divided by it, at 1), their signs flipped in every one of the ``2**S`` patterns (a
+    one-sample sign-flip test of the claim's bound, exact; its smallest p-value is ``2**-S``)."""
+    va = np.asarray(values[a].replicates, dtype=float)
+    if b is not None:
+        vb = np.asarray(values[b].replicates, dtype=float)
+        if vb.shape != va.shape:
+            raise InvalidInputError(f"A centred null of {a!r} and {b!r} needs as many seeds of each, got {va.size} "
+                                    f"and {vb.size}.")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            va = va / vb if ratio else va - vb
+    if va.size > 16:
+        raise InvalidInputError(f"A centred sign-flip null enumerates 2**S patterns; {va.size} seeds is too many.")
+    mean = float(va.mean())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centred = va / mean - 1 if ratio else va - mean
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=va.size)))
+    stats = (signs * centred).mean(axis=1) + (1.0 if ratio else 0.0)
+    what = (f"{a} / {b}" if ratio else f"{a} − {b}") if b is not None else a
+    how = "divided by their mean (at 1)" if ratio else "minus their mean (at 0)"
+    if b is None:
+        draws = [{a: float(x)} for x in stats]
+    elif ratio:
+        draws = [{a: float(x), b: 1.0} for x in stats]
+    else:
+        draws = [{a: float(x), b: 0.0} for x in stats]
+    return Null(f"the seeds' values of {what} {how}, their signs flipped in every pattern, moved to the claim's "
+                "bound", draws, exact=True, replicates=int(va.size), centred=True)
 
 
 #: Up to this many seeds' patterns (``2**10``), a sign-flip null enumerates them all (an exact permutation test).
