@@ -300,6 +300,35 @@ def test_each_training_seed_trains_the_family_on_the_same_images_with_its_own_in
     assert ch.budget_table(cfg)["seeds"].unique().tolist() == ["0, 1, 2, 3, 4, 5"]
 
 
+def test_the_heterogeneous_budget_is_the_candidate_closest_to_gncls_accuracy(monkeypatch):
+    """Accuracy matched by training for fewer steps: with stand-in accuracies (the heterogeneous members' grow with
+    their training images, GNCL's is 50 %) the budget whose mean over the seeds is nearest 50 is chosen, each
+    candidate is listed with its gap, and a single candidate (the paper's pretrained stand-ins) trains nothing."""
+    cfg = ch.preset("tab02_equitability", "cpu", verbose=False)
+    monkeypatch.setattr(ch, "train_joint", lambda recipe, label="": recipe)
+    monkeypatch.setattr(ch, "joint_members", lambda run: ["gncl"])
+
+    def accuracy(sel, members):
+        assert sel.eval_images == cfg.match_images
+        if members == ["gncl"]:
+            return 50.0
+        r = members[0]
+        return 30.0 + r.data.subset / 100 * r.optim.epochs + r.seeds.init  # 2500 x 2: 80 + seed; 625 x 1: 36.25 + s
+
+    monkeypatch.setattr(ch, "clean_accuracy", accuracy)
+    budget, table = ch.hetero_match(cfg)
+    assert budget == (1250, 1)  # 42.5 + 2.5 = 45 is nearest 50 (2500 x 1: 57.5; 625 x 1: 38.75)
+    assert table[["images", "epochs"]].values.tolist() == cfg.hetero_budgets
+    assert table["gap (points)"].tolist() == pytest.approx([32.5, 7.5, -5.0, -11.25])
+    one = ch.preset("tab02_equitability", "cpu", verbose=False, hetero_budgets=[[2500, 2]])
+    monkeypatch.setattr(ch, "clean_accuracy", lambda *a: pytest.fail("a single candidate is evaluated"))
+    assert ch.hetero_match(one)[0] == (2500, 2) and ch.hetero_match(one)[1].empty
+    recipes = ch.matched_recipes(cfg, 3, (625, 1))
+    het = [r for k, r in recipes.items() if k.startswith("heterogeneous")]
+    assert {(r.data.subset, r.optim.epochs, r.seeds.init) for r in het} == {(625, 1, 3)}
+    assert ch.matched_recipes(cfg, 3, (2500, 2)) == ch.matched_recipes(cfg, 3)
+
+
 def test_landing_page_budget_table_matches_the_cpu_presets():
     """The chapter page's budget table (#29) states the cpu presets' budgets."""
     from pathlib import Path

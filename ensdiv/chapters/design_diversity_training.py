@@ -274,7 +274,7 @@ def cka_between(cfg: Any, a: Any, b: Any, key: str = "clean") -> tuple[torch.Ten
     return torch.where(torch.isfinite(cka), cka, torch.full_like(cka, float("nan"))), la, lb
 
 
-def matched_recipes(cfg: Any, seed: int | None = None) -> dict[str, ed.Recipe]:
+def matched_recipes(cfg: Any, seed: int | None = None, budget: Sequence[int] | None = None) -> dict[str, ed.Recipe]:
     """The recipes of Table 2 / Fig. 11 / Fig. 12's three ensembles with initialisation and data-order seed ``seed``
     (default ``cfg.seed``; the pages train one set per seed of ``cfg.seeds``), all on one training budget: the
     attribution-penalty run's (Sec. 4.3.1's: ``attr_train_subset`` images for ``attr_epochs`` epochs, AdaBelief,
@@ -282,8 +282,9 @@ def matched_recipes(cfg: Any, seed: int | None = None) -> dict[str, ed.Recipe]:
     run is trained on that budget too (Fig. 10 trains its own on the full one), and the heterogeneous ensemble's
     zoo architectures (``cfg.hetero``) are retrained on the same images, epochs, optimiser and seed instead of
     coming from the zoo's own (larger) recipe. Keys are the ensembles' labels; the heterogeneous members are
-    ``"heterogeneous zoo: <name>"``. At paper scale a heterogeneous member that is a pretrained model stays as
-    it is (:func:`budget_table` says so)."""
+    ``"heterogeneous zoo: <name>"``. ``budget`` ``(images, epochs)`` trains the heterogeneous members on fewer
+    steps (:func:`hetero_match`). At paper scale a heterogeneous member that is a pretrained model stays as it is
+    (:func:`budget_table` says so)."""
     s = cfg["seed"] if seed is None else seed
     attr = _attr_recipe(cfg, cfg["attr_lam"], s)
     out = {f"attribution penalty (Eq. 8, λ = {cfg['attr_lam']:g})": attr,
@@ -292,15 +293,19 @@ def matched_recipes(cfg: Any, seed: int | None = None) -> dict[str, ed.Recipe]:
     for member in chapter_models(cfg, cfg["hetero"]):
         if isinstance(member, ed.Recipe):
             member = member.replace(data=attr.data, optim=attr.optim, seeds=attr.seeds, name=f"{member.name}@budget")
+            if budget is not None and tuple(budget) != (cfg["attr_train_subset"], cfg["attr_epochs"]):
+                member = member.replace(train_subset=int(budget[0]), epochs=int(budget[1]),
+                                        name=f"{member.name}-{budget[0]}x{budget[1]}")
         out[f"heterogeneous zoo: {dd.model_name(member)}"] = member
     return out
 
 
-def three_ensembles(cfg: Any, seed: int | None = None) -> dict[str, list[nn.Module] | list[ed.Recipe]]:
+def three_ensembles(cfg: Any, seed: int | None = None, budget: Sequence[int] | None = None
+                    ) -> dict[str, list[nn.Module] | list[ed.Recipe]]:
     """Table 2 / Fig. 11 / Fig. 12's ensembles on one budget and seed (:func:`matched_recipes`): the
     attribution-penalty run at λ = ``cfg.attr_lam`` (its last finished epoch), the GNCL average-consensus run, and
-    the heterogeneous ensemble of ``cfg.hetero``'s architectures."""
-    recipes = matched_recipes(cfg, seed)
+    the heterogeneous ensemble of ``cfg.hetero``'s architectures (on ``budget``, :func:`hetero_match`)."""
+    recipes = matched_recipes(cfg, seed, budget)
     (attr_label, attr), (gncl_label, gncl) = list(recipes.items())[:2]
     hetero = [m for k, m in recipes.items() if k.startswith("heterogeneous zoo: ")]
     return {attr_label: joint_members(train_joint(attr, attr_label)),
@@ -312,12 +317,37 @@ def three_ensembles(cfg: Any, seed: int | None = None) -> dict[str, list[nn.Modu
 FAMILY = [*PAPER_TABLE2.index, "independent (λ = 0)"]
 
 
-def family(cfg: Any, seed: int | None = None) -> dict[str, list[nn.Module] | list[ed.Recipe]]:
-    """The ensembles Table 2, Fig. 11 and Fig. 12 compare, on one budget and seed (default ``cfg.seed``), by their
-    short names (:data:`FAMILY`): :func:`three_ensembles` and the λ = 0 control (:func:`attr_control`)."""
-    three = three_ensembles(cfg, seed)
+def family(cfg: Any, seed: int | None = None, budget: Sequence[int] | None = None
+           ) -> dict[str, list[nn.Module] | list[ed.Recipe]]:
+    """The ensembles Table 2, Fig. 11 and Fig. 12 compare, with seed ``seed`` (default ``cfg.seed``), by their
+    short names (:data:`FAMILY`): :func:`three_ensembles` (the heterogeneous members on ``budget``) and the λ = 0
+    control (:func:`attr_control`)."""
+    three = three_ensembles(cfg, seed, budget)
     return {**dict(zip(PAPER_TABLE2.index, three.values(), strict=True)),
             FAMILY[-1]: joint_members(attr_control(cfg, seed))}
+
+
+def hetero_match(cfg: Any) -> tuple[tuple[int, int], pd.DataFrame]:
+    """The heterogeneous members' training budget, accuracy-matched by training for fewer steps: of
+    ``cfg.hetero_budgets`` (``(images, epochs)``, the first Sec. 4.3.1's), the one whose mean clean accuracy over
+    ``cfg.seeds`` (on ``cfg.match_images`` test images) is closest to the GNCL ensemble's, the ensemble both of
+    the heterogeneous checks compare with. Returns the budget and a table of each candidate's mean accuracy (no
+    table, and the first budget, when there is one candidate)."""
+    budgets = [tuple(int(v) for v in b) for b in cfg["hetero_budgets"]]
+    if len(budgets) == 1:
+        return budgets[0], pd.DataFrame()
+    sel = type(cfg)({**cfg, "eval_images": cfg["match_images"]})
+    gncl = next(k for k in matched_recipes(cfg) if k.startswith("GNCL"))
+    target = float(np.mean([clean_accuracy(sel, joint_members(train_joint(matched_recipes(cfg, s)[gncl], "GNCL")))
+                            for s in cfg["seeds"]]))
+    rows = []
+    for b in budgets:
+        accs = [clean_accuracy(sel, [m for k, m in matched_recipes(cfg, s, b).items() if k.startswith("hetero")])
+                for s in cfg["seeds"]]
+        rows.append({"images": b[0], "epochs": b[1], "heterogeneous (%)": float(np.mean(accs)),
+                     "GNCL (%)": target, "gap (points)": float(np.mean(accs)) - target})
+    table = pd.DataFrame(rows)
+    return budgets[int(table["gap (points)"].abs().to_numpy().argmin())], table
 
 
 def clean_accuracy(cfg: Any, members: Sequence[Any]) -> float:
@@ -325,11 +355,12 @@ def clean_accuracy(cfg: Any, members: Sequence[Any]) -> float:
     return ensemble_accuracy(chapter_logits(cfg, members, "clean"), chapter_labels(cfg, "clean"))
 
 
-def budget_table(cfg: Any) -> pd.DataFrame:
+def budget_table(cfg: Any, budget: Sequence[int] | None = None) -> pd.DataFrame:
     """What each ensemble of :func:`three_ensembles` was trained on: one row per recipe (training set, images,
-    epochs, optimiser, learning rate, batch, seeds), so a reader sees the budgets are equal."""
+    epochs, optimiser, learning rate, batch, seeds), the heterogeneous members' on ``budget`` (:func:`hetero_match`),
+    so a reader sees what each was trained on."""
     rows = []
-    for label, r in matched_recipes(cfg).items():
+    for label, r in matched_recipes(cfg, budget=budget).items():
         if not isinstance(r, ed.Recipe):
             rows.append({"ensemble": label, "training set": "pretrained (not trained here)"})
             continue
@@ -393,7 +424,7 @@ def attr_control(cfg: Any, seed: int | None = None) -> JointRun:
 
 
 __all__ += ["attr_sweep", "heuristic_runs", "matched_recipes", "budget_table", "EVAL_CONSENSUS", "FAMILY", "family",
-            "clean_accuracy",
+            "clean_accuracy", "hetero_match",
             "consensus_correct", "CONTROL", "control_recipe", "attr_control"]
 
 # ---- presets ---------------------------------------------------------------------------------------------------------
@@ -409,6 +440,7 @@ _JOINT_PAPER = {**_JOINT_CPU, "member_model": "resnet50", "member_kwargs": {}, "
                 "milestones": [30, 60, 90], "lr_decay": 0.9}  # fmt: skip
 # member_kwargs: keyword arguments of the member model ({}: its defaults); milestones: the multistep schedule's epochs
 _JOINT_TYPES = {"member_kwargs": dict[str, Any], "milestones": list[int]}
+_MATCH_TYPES = {**_JOINT_TYPES, "hetero_budgets": list[list[int]]}
 _ATTR = {"lams": [10.0, 1.0, 0.1, 0.01, 0.001], "attr_lam": 0.001}
 _ATTR_CPU = {**_ATTR, "attr_train_subset": 2500, "attr_epochs": 2}
 _ATTR_SMOKE = {**_ATTR, "attr_train_subset": 128, "attr_epochs": 1}
@@ -428,6 +460,11 @@ _HETERO_SMOKE = ["arch/resnext", "arch/mnasnet", "arch/vit"]  # the smoke zoo ha
 _HETERO_PAPER = ["resnext50_32x4d.a1h_in1k", "mnasnet_100.rmsp_in1k", "deit_tiny_patch16_224.fb_in1k"]
 _CKA = {"cka_images": 1000, "cka_batch": 250}
 _FAMILY_SEEDS = [0, 1, 2, 3, 4, 5]
+# hetero_budgets: (images, epochs) the heterogeneous members may train on, the first Sec. 4.3.1's; the one whose
+# accuracy is closest to GNCL's is used (ch.hetero_match); match_images: the test images that accuracy is read on
+_MATCH_CPU = {"hetero_budgets": [[2500, 2], [2500, 1], [1250, 1], [625, 1]], "match_images": 2000}
+_MATCH_SMOKE = {"hetero_budgets": [[128, 1], [64, 1]], "match_images": 200}
+_MATCH_PAPER = {"hetero_budgets": [[0, 100]], "match_images": 5000}  # pretrained stand-ins: nothing to match
 
 PRESETS: dict = {
     "design-diversity/fig08_supernet_ensembles": {
@@ -465,25 +502,29 @@ PRESETS: dict = {
     },
     "design-diversity/tab02_equitability": {
         "common": {**_COMMON, "hetero": _HETERO, "seeds": _FAMILY_SEEDS},
-        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "eval_images": 200, "seeds": [0]},
-        "types": _JOINT_TYPES,
-        "cpu": {**_JOINT_CPU, **_ATTR_CPU, "eval_images": 2000},
-        "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "eval_images": 5000, "hetero": _HETERO_PAPER},
+        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, **_MATCH_SMOKE, "hetero": _HETERO_SMOKE, "eval_images": 200,
+                  "seeds": [0]},
+        "types": _MATCH_TYPES,
+        "cpu": {**_JOINT_CPU, **_ATTR_CPU, **_MATCH_CPU, "eval_images": 2000},
+        "paper": {**_JOINT_PAPER, **_ATTR_PAPER, **_MATCH_PAPER, "eval_images": 5000, "hetero": _HETERO_PAPER},
     },
     "design-diversity/fig11_attribution_maps": {
         "common": {**_COMMON, "hetero": _HETERO, "show": 8, "seeds": _FAMILY_SEEDS},
-        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "attr_images": 32, "seeds": [0]},
-        "types": _JOINT_TYPES,
-        "cpu": {**_JOINT_CPU, **_ATTR_CPU, "attr_images": 500},
-        "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "attr_images": 100, "attr_batch": 25, "hetero": _HETERO_PAPER},
+        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, **_MATCH_SMOKE, "hetero": _HETERO_SMOKE, "attr_images": 32,
+                  "seeds": [0]},
+        "types": _MATCH_TYPES,
+        "cpu": {**_JOINT_CPU, **_ATTR_CPU, **_MATCH_CPU, "attr_images": 500},
+        "paper": {**_JOINT_PAPER, **_ATTR_PAPER, **_MATCH_PAPER, "attr_images": 100, "attr_batch": 25,
+                  "hetero": _HETERO_PAPER},
     },
     "design-diversity/fig12_cka_layers": {
         "common": {**_COMMON, **_CKA, "hetero": _HETERO, "seeds": _FAMILY_SEEDS},
-        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, "hetero": _HETERO_SMOKE, "cka_images": 64, "cka_batch": 32,
-                  "seeds": [0]},
-        "types": _JOINT_TYPES,
-        "cpu": {**_JOINT_CPU, **_ATTR_CPU},
-        "paper": {**_JOINT_PAPER, **_ATTR_PAPER, "cka_images": 2000, "cka_batch": 100, "hetero": _HETERO_PAPER},
+        "smoke": {**_JOINT_SMOKE, **_ATTR_SMOKE, **_MATCH_SMOKE, "hetero": _HETERO_SMOKE, "cka_images": 64,
+                  "cka_batch": 32, "seeds": [0]},
+        "types": _MATCH_TYPES,
+        "cpu": {**_JOINT_CPU, **_ATTR_CPU, **_MATCH_CPU},
+        "paper": {**_JOINT_PAPER, **_ATTR_PAPER, **_MATCH_PAPER, "cka_images": 2000, "cka_batch": 100,
+                  "hetero": _HETERO_PAPER},
     },
 }
 
@@ -493,7 +534,8 @@ for _spec in PRESETS.values():  # bootstrap resamples of the claims' intervals: 
 add_dry_blocks(PRESETS, {**dd.DRY_SIZES, "fig9_images": 4, "cka_images": 8, "cka_batch": 4,
                          "supernet_epochs": [1, 1, 1], "batch_size": 8, "bn_images": 8, "subnets": 3, "epochs": 2,
                          "milestones": [1], "attr_epochs": 2, "lams": [1.0, 0.001], "seeds": [0], "ig_steps": [1, 2],
-                         "pair_models": 2, "train_subset": 8, "attr_train_subset": 8},
+                         "pair_models": 2, "train_subset": 8, "attr_train_subset": 8,
+                         "hetero_budgets": [[8, 2]], "match_images": 4},
                pick={"zoo": dd.DRY_ZOO})
 
 
