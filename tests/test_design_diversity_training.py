@@ -304,7 +304,8 @@ def test_the_heterogeneous_budget_is_the_candidate_closest_to_gncls_accuracy(mon
     """Accuracy matched by training for fewer steps: with stand-in accuracies (the heterogeneous members' grow with
     their training images, GNCL's is 50 %) the budget whose mean over the seeds is nearest 50 is chosen, each
     candidate is listed with its gap, and a single candidate (the paper's pretrained stand-ins) trains nothing."""
-    cfg = ch.preset("tab02_equitability", "cpu", verbose=False)
+    budgets = [[2500, 2], [2500, 1], [1250, 1], [625, 1]]
+    cfg = ch.preset("tab02_equitability", "cpu", verbose=False, hetero_budgets=budgets)
     monkeypatch.setattr(ch, "train_joint", lambda recipe, label="": recipe)
     monkeypatch.setattr(ch, "joint_members", lambda run: ["gncl"])
 
