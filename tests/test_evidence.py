@@ -642,6 +642,8 @@ def test_a_bound_over_seeds_is_a_sign_flip_test_of_the_centred_seeds():
     assert all(d["c"] == 1.0 for d in ratio.draws)
     with pytest.raises(InvalidInputError, match="as many seeds"):
         report.centred_null({"s": report.from_seeds(small), "c": report.from_seeds(control[:2])}, "s", "c")
+    with pytest.raises(InvalidInputError, match="17 seeds is too many"):  # 2**17 patterns
+        report.centred_null({"a": report.from_seeds(np.arange(17.0))}, "a")
 
 
 def test_a_claim_about_a_bound_is_tested_at_the_bound_not_at_no_effect():

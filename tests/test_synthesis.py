@@ -385,3 +385,59 @@ def test_the_error_inconsistency_claim_counts_what_the_identity_leaves_free(cali
         assert abs(float(ours) - 0.5) < 0.03 and c.verdict == "inconclusive", (float(ours), c.verdict)
     if seed == 0 and not calibrated:
         assert terms.ei.corr(terms.gain_mean, method="spearman") > 0.8  # what the old check counted
+
+
+def _member_level(rng, models=8, ensembles=40, same=False):
+    """Triples of one pool whose measure and outcome are each the mean of a per-model quantity (independent ones,
+    or the same one when ``same``), plus a little per-ensemble noise."""
+    members = list(itertools.combinations(range(models), 3))[:ensembles]
+    u, v = rng.normal(size=models), rng.normal(size=models)
+    v = u if same else v
+    x = np.array([u[list(t)].mean() for t in members]) + rng.normal(0, 0.05, len(members))
+    y = np.array([v[list(t)].mean() for t in members]) + rng.normal(0, 0.05, len(members))
+    return members, u, x, y
+
+
+def _p(null, observed):
+    return ed.report.randomisation_p(abs(observed), np.abs([float(d["r"].value) for d in null.draws]), side=">")
+
+
+def test_a_correlation_over_ensembles_that_share_members_is_tested_by_relabelling_the_members():
+    """When measure and outcome each follow the members, ensembles that share members are not independent: dealing
+    the measure over the ensembles finds a correlation in about half of the runs with none; relabelling the pool's
+    members and recomputing the measure keeps that dependence and stays near its level, and it still finds a
+    correlation that the members carry into both."""
+    rng = np.random.default_rng(3)
+    runs, wrong = 24, {"relabelled": 0, "dealt": 0}
+    for r in range(runs):
+        members, u, x, y = _member_level(rng)
+        observed = ch.member_bootstrap(x, y, members, n_boot=20, seed=r)["rho"]
+        relabelled = ch.relabelled_rho_null("r", lambda o, u=u, m=members: np.array([u[o][list(t)].mean() for t in m]),
+                                            y, members, models=8, seed=r, draws=60, n_boot=10)
+        dealt = ch.permuted_rho_null("r", x, y, members, seed=r, draws=60, n_boot=10)
+        wrong["relabelled"] += _p(relabelled, observed) <= 0.05
+        wrong["dealt"] += _p(dealt, observed) <= 0.05
+    assert wrong["relabelled"] <= 4 and wrong["dealt"] >= 6, wrong
+    members, u, x, y = _member_level(rng, same=True)
+    found = ch.relabelled_rho_null("r", lambda o: np.array([u[o][list(t)].mean() for t in members]), y, members,
+                                   models=8, seed=0, draws=60, n_boot=10)
+    assert _p(found, ch.member_bootstrap(x, y, members, n_boot=20, seed=0)["rho"]) <= 0.05
+
+
+def test_relabelled_measures_are_the_tables_on_the_identity_and_refuse_other_measures():
+    """The identity relabelling gives the measure table's values; a swap of two members gives the measure of the
+    swapped ensembles; a measure it cannot recompute and ensembles of two pools are refused in one sentence."""
+    logits = torch.randn(4, 30, 5, generator=torch.Generator().manual_seed(0))
+    ens = pd.DataFrame({"source": ["zoo"] * 3 + ["dd"], "size": [2, 2, 3, 2],
+                        "idx": [(0, 1), (1, 2), (0, 2, 3), (0, 1)]})
+    pop = ch.Population({"zoo": ch.Pool("zoo", [], {"clean": logits}), "dd": ch.Pool("dd", [], {"clean": logits})},
+                        {"clean": torch.zeros(30, dtype=torch.long)}, ens, {"scale": "cpu"})
+    mi = ch.relabelled(pop, ens.index[:3], "mutual_information")
+    by_hand = [float(mt.mutual_information(logits.softmax(-1)[list(t)]).mean()) for t in ens["idx"][:3]]
+    assert mi(np.arange(4)) == pytest.approx(by_hand)
+    swapped = float(mt.mutual_information(logits.softmax(-1)[[0, 2]]).mean())  # (1, 2) read as (0, 2)
+    assert mi(np.array([1, 0, 2, 3]))[1] == pytest.approx(swapped)
+    with pytest.raises(InvalidInputError, match="not 'kappa'"):
+        ch.relabelled(pop, ens.index[:3], "kappa")
+    with pytest.raises(InvalidInputError, match="one pool"):
+        ch.relabelled(pop, ens.index, "pds")

@@ -67,6 +67,7 @@ from ensdiv.chapters.synthesis.measures import (
     measure_table,
     outcome_table,
     pair_gain_terms,
+    relabelled,
     shuffled_votes_null,
     split_votes_resolved,
 )
@@ -80,6 +81,7 @@ from ensdiv.chapters.synthesis.stats import (
     partial_spearman,
     permuted_rho_null,
     ranked_table,
+    relabelled_rho_null,
     rho_estimate,
     sign_flip_null,
     spearman_ci,
@@ -92,7 +94,8 @@ __all__ = [
     "Pool", "Population", "eval_sets", "population", "measure_table", "outcome_table", "spearman_ci",
     "member_bootstrap", "member_resample", "spearman_many", "partial_spearman", "strata", "correlation_table",
     "measure_matrix", "ranked_table", "member_halves", "rho_estimate", "permuted_rho_null", "sign_flip_null",
-    "image_halves", "pair_gain_terms", "shuffled_votes_null", "split_votes_resolved",
+    "image_halves", "pair_gain_terms", "shuffled_votes_null", "split_votes_resolved", "relabelled",
+    "relabelled_rho_null",
 ]
 
 SLUG = "synthesis"

@@ -20,6 +20,7 @@ from ensdiv.chapters import attack_similarity as asim
 from ensdiv.chapters import design_diversity as dd
 from ensdiv.chapters.synthesis.pools import Pool, Population, _dd_cfg, eval_sets
 from ensdiv.chapters.synthesis.stats import member_bootstrap, rho_estimate
+from ensdiv.errors import InvalidInputError
 from ensdiv.report import null_draws
 from ensdiv.report.uncertainty import member_resample
 
@@ -137,6 +138,40 @@ def _pool_measures(pool: Pool, idx: list[tuple], y: Tensor, cfg: dict, timed: An
     cols["cka"] = timed("cka", cka)
     cols["sat"] = timed("sat", sat)
     return cols
+
+
+#: The measures :func:`relabelled` recomputes on relabelled members: SAT from its pair matrix, and the per-sample ones.
+RELABELLED = ("sat", "mutual_information", "pds", "equitability")
+
+
+def relabelled(pop: Population, index: Any, measure: str) -> Any:
+    """For a member-level null (:func:`~ensdiv.chapters.synthesis.stats.relabelled_rho_null`): ``f(order)``, the
+    ``measure`` of the ensembles ``index`` (rows of ``pop.ensembles``, one source) with their members relabelled,
+    member ``k`` read as ``order[k]``. SAT reads the attack-similarity chapter's pair matrix (cached), the
+    per-sample measures the pool's clean probabilities of this population's images, as :func:`measure_table` does.
+
+    Raises:
+        InvalidInputError: a measure not in :data:`RELABELLED`, ensembles of more than one source.
+    """
+    if measure not in RELABELLED:
+        raise InvalidInputError(f"relabelled recomputes {', '.join(RELABELLED)}, not {measure!r}.")
+    rows = pop.ensembles.loc[index]
+    if rows.empty:  # an empty stratum (smoke): nothing to recompute
+        return lambda order: np.empty(0)
+    sources = set(rows.source)
+    if len(sources) != 1:
+        raise InvalidInputError(f"relabelled needs the ensembles of one pool, got sources {sorted(sources)}.")
+    pool, idx = pop.pools[sources.pop()], [tuple(t) for t in rows["idx"]]
+    if measure == "sat":
+        acfg = asim.preset("fig02_similarity_vs_err", pop.cfg["scale"], verbose=False)
+        mat = asim.chapter_sat(acfg, pool.recipes, names=[m.key for m in pool.members]).scores.double()
+        return lambda order: _gather_mean(mat[np.asarray(order)][:, np.asarray(order)], idx)
+    logits = pool.logits["clean"]
+    per_sample = {"mutual_information": lambda t: mt.mutual_information(logits.softmax(-1)[t]),
+                  "pds": lambda t: mt.pds(logits.softmax(-1)[t]),
+                  "equitability": lambda t: mt.equitability(logits.argmax(-1)[t], num_classes=logits.shape[-1])}
+    fn = per_sample[measure]
+    return lambda order: np.array([float(fn(list(np.asarray(order)[list(t)])).mean()) for t in idx])
 
 
 def measure_table(pop: Population, *, timings: dict[str, float] | None = None) -> pd.DataFrame:

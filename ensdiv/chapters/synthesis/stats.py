@@ -39,6 +39,7 @@ from ensdiv.report.uncertainty import _member_summary as _summary
 
 __all__ = ["spearman_ci", "spearman_many", "member_resample", "member_bootstrap", "partial_spearman", "strata",
            "correlation_table", "measure_matrix", "member_halves", "ranked_table", "rho_estimate", "permuted_rho_null",
+           "relabelled_rho_null",
            "sign_flip_null"]
 
 
@@ -384,6 +385,31 @@ def permuted_rho_null(name: str, x: Any, y: Any, members: Sequence[Sequence[int]
     what = "the measures" if extra else "the measure"
     return null_draws(f"{what} dealt at random over the stratum's ensembles (members kept), {n_boot} member "
                       "resamples each", make, draws=draws, seed=seed)
+
+
+def relabelled_rho_null(name: str, measure_of: Any, y: Any, members: Sequence[Sequence[int]], *, models: int,
+                        seed: int, draws: int = NULL_DRAWS, n_boot: int = 200) -> Null:
+    """Null data for a correlation over ensembles built from one pool of ``models`` members: the members relabelled
+    at random (a permutation of the pool), each ensemble's measure recomputed on its relabelled members
+    (``measure_of(order) -> (E,)``, member ``k`` read as ``order[k]``) against the same outcomes ``y``, each draw's
+    ρ with its own member bootstrap of ``n_boot`` resamples. The ensembles keep which members they share, so the
+    measures of ensembles that share a member stay as dependent as they are observed: dealing the measure over the
+    ensembles makes them independent, and its null is too narrow where a few members make many ensembles.
+
+    >>> null = relabelled_rho_null("rho", lambda order: order[[0, 1, 2, 3]].astype(float), np.arange(4.0),
+    ...                            [(0, 1), (1, 2), (2, 3), (3, 0)], models=4, seed=0, draws=3, n_boot=20)
+    >>> len(null.draws), null.draws[0]["rho"].source
+    (3, 'models')
+    """
+    y = np.array(y, dtype=float).ravel()
+
+    def make(rng: np.random.Generator) -> dict[str, Estimate]:
+        x = np.asarray(measure_of(rng.permutation(int(models))), dtype=float).ravel()
+        return {name: rho_estimate(member_bootstrap(x, y, members, n_boot=n_boot, seed=int(rng.integers(2**31))))}
+
+    return null_draws(f"the pool's {models} members relabelled at random and each ensemble's measure recomputed on "
+                      f"its relabelled members (which ensembles share a member kept), {n_boot} member resamples each",
+                      make, draws=draws, seed=seed)
 
 
 def sign_flip_null(name: str, d: Any, members: Sequence[Sequence[int]], *, seed: int, draws: int = NULL_DRAWS,
