@@ -660,6 +660,8 @@ def test_a_claim_about_a_bound_is_tested_at_the_bound_not_at_no_effect():
         return _claim([report.above("ratio", 0.8, null=null, null_at=1.0, null_scale=True, evidence="t/ratio")],
                       ours, unit="released artefact")
 
+    none = report.centred_null({"ratio": Estimate(0.9, np.array([]), "models")}, "ratio", units=2)
+    assert len(none.draws) == 1 and np.isnan(none.draws[0]["ratio"])  # no replicate (two models): not computable
     near, far = made(0.85), made(1.6)
     assert near.verdict == "inconclusive" and near.checks[0]["p"] > 0.2
     assert far.verdict == "holds" and far.checks[0]["p"] == pytest.approx(1 / 1001)

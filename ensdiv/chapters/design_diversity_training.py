@@ -535,8 +535,7 @@ for _spec in PRESETS.values():  # bootstrap resamples of the claims' intervals: 
 add_dry_blocks(PRESETS, {**dd.DRY_SIZES, "fig9_images": 4, "cka_images": 8, "cka_batch": 4,
                          "supernet_epochs": [1, 1, 1], "batch_size": 8, "bn_images": 8, "subnets": 3, "epochs": 2,
                          "milestones": [1], "attr_epochs": 2, "lams": [1.0, 0.001], "seeds": [0], "ig_steps": [1, 2],
-                         "pair_models": 2, "train_subset": 8, "attr_train_subset": 8,
-                         "hetero_budgets": [[8, 2]], "match_images": 4},
+                         "pair_models": 2, "train_subset": 8, "attr_train_subset": 8, "match_images": 4},
                pick={"zoo": dd.DRY_ZOO})
 
 

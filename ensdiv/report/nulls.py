@@ -150,6 +150,8 @@ def centred_null(values: Mapping[str, Estimate], a: str, b: str | None = None, *
             raise InvalidInputError(f"{a!r} and {b!r} must come from one paired bootstrap (the same group) for "
                                     "their difference to be centred replicate by replicate.")
         value, reps = value - b_value, reps - b_reps
+    if reps.size == 0:  # no replicate (a bootstrap over too few units): one draw, not computable
+        value, reps = np.nan, np.full(1, np.nan)
     if not np.isfinite(value) or (ratio and value == 0):  # not computable here (too few models): NaN draws
         value, reps = np.nan, np.full_like(reps, np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
