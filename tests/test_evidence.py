@@ -687,3 +687,38 @@ def test_a_claim_about_a_bound_is_tested_at_the_bound_not_at_no_effect():
     # where the estimate is undefined (too few models), so are the draws: the check is not counted
     undefined = report.centred_null({"r": Estimate(float("nan"), spread, "models")}, "r", units=15)
     assert all(np.isnan(d["r"]) for d in undefined.draws)
+
+
+def test_a_check_whose_null_keeps_its_region_is_inconclusive_unless_it_names_what_it_tests_beyond():
+    """A part-whole correlation: r near 1 and every null draw of it near 0.8, the claim "r is positive". Read against
+    those draws, r passes when it happens to sit above them (here it does), though the region "r > 0" is what the
+    null keeps: the check is inconclusive, with the share of its draws inside the region. Named with
+    ``beyond=``, it tests "above what the null keeps" and counts; a null at no effect is never caught (its draws
+    straddle the bound)."""
+    rng = np.random.default_rng(3)
+    x = np.arange(40.0)
+    ours = {"r": report.correlation(x, x + rng.normal(0, 2, 40), seed=0, n_resamples=200, source="models")}
+    kept = report.Null("a part kept", [{"r": float(v)} for v in rng.normal(0.8, 0.03, 99)])
+    plain = _claim([report.correlated("r", sign=1, null=kept, evidence="t/kept")], ours, unit="groups of models")
+    row = plain.checks[0]
+    assert row["null_kept"] == 1.0 and row["counted"] and row["ours"] == "inconclusive"
+    assert "keeps what its region asks (100%" in row["note"] and row["p"] < report.ALPHA  # it beat the draws
+    assert plain.verdict == "inconclusive"
+    named = _claim([report.correlated("r", sign=1, null=kept, beyond="the part the null keeps", evidence="t/kept")],
+                   ours, unit="groups of models")
+    assert named.checks[0]["counted"] and named.verdict == "holds"
+    assert named.checks[0]["null"].endswith("tests beyond the part the null keeps")
+    at_zero = report.Null("pairs permuted", [{"r": float(v)} for v in rng.normal(0.0, 0.15, 99)])
+    fair = _claim([report.correlated("r", sign=1, null=at_zero, evidence="t/zero")], ours, unit="groups of models")
+    assert 0.3 < fair.checks[0]["null_kept"] < 0.7 and fair.checks[0]["counted"] and fair.verdict == "holds"
+
+
+def test_the_share_of_null_draws_in_a_region_is_read_at_the_bound():
+    """kept_share counts by hand: draws moved by a margin, a ratio's draws scaled to its bound, and no share for
+    a tolerance or a check without a region."""
+    assert report.kept_share(report.greater("a", "b", margin=1.0), [0.5, -0.1, -0.2, 0.05]) == 0.5  # 1.5 .9 .8 1.05
+    ratio = report.above("a", 0.8, null_at=1.0, null_scale=True)
+    assert report.kept_share(ratio, [1.0, 1.1, 0.9, 1.3]) == 0.5  # 0.8 0.88 0.72 1.04 against "> 0.8"
+    assert report.kept_share(report.within("a", "b", abs=1.0), [0.0]) is None
+    assert report.kept_share(report.Check("rule", rule=lambda v: True), [1.0]) is None
+    assert report.kept_share(report.positive("a"), [np.nan]) is None

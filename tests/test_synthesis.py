@@ -370,17 +370,24 @@ def test_the_error_inconsistency_claim_counts_what_the_identity_leaves_free(cali
     predict alike. Pairs with no structure (confidence unrelated to being right; the first seed shows ρ(EI, gain)
     = 0.82 by arithmetic) do not pass it, although their r strays from ½ (0.53, 0.50, 0.48) further than a fair
     coin per pair would (the base is shared by every pair): a null of independent coins called the first seed
-    "holds" (p = 0.01). Pairs whose right member is the more confident pass."""
+    "holds" (p = 0.01). Pairs whose right member is the more confident pass, beyond what the null keeps (its draws
+    stay above one half: the check names that, as the page does)."""
     pop, ens = _pairs_with_the_base(calibrated, seed=seed)
     ours, null = ch.split_votes_resolved(pop, ens.index, list(ens["idx"]), name="r", n_boot=200, seed=0,
                                          draws=100, null_resamples=100)
     c = ed.report.claim(paper="training-methods", item="Synthesis test", claim="r above one half.",
-                        checks=[ed.report.above("r", 0.5, null=null, null_at=0.5, evidence="t/r")],
+                        checks=[ed.report.above("r", 0.5, null=null, null_at=0.5, evidence="t/r",
+                                                beyond="confidence that does not track being right")],
                         ours={"r": ours}, scale="cpu", unit="groups of models", write=False)
     terms = ch.pair_gain_terms(pop)
     assert terms.identity_gap.max() < 1e-9 and terms.resolved.to_numpy().mean() == pytest.approx(float(ours))
     if calibrated:
         assert float(ours) == 1.0 and c.verdict == "holds"
+        # the null keeps r above one half (each model's confidence level): unnamed, beating it decides nothing
+        plain = ed.report.claim(paper="training-methods", item="Synthesis test", claim="r above one half.",
+                                checks=[ed.report.above("r", 0.5, null=null, null_at=0.5, evidence="t/r")],
+                                ours={"r": ours}, scale="cpu", unit="groups of models", write=False)
+        assert plain.checks[0]["null_kept"] >= ed.report.KEEPS and plain.verdict == "inconclusive"
     else:
         assert abs(float(ours) - 0.5) < 0.03 and c.verdict == "inconclusive", (float(ours), c.verdict)
     if seed == 0 and not calibrated:

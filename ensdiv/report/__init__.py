@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from ensdiv.report.checks import (
     ALPHA,
+    KEEPS,
     OUTCOMES,
     RULE,
     SCALES,
@@ -46,6 +47,7 @@ from ensdiv.report.checks import (
     evaluate,
     greater,
     holm,
+    kept_share,
     less,
     negative,
     noninferior,
@@ -103,13 +105,13 @@ from ensdiv.report.uncertainty import (
 __doc__ = __doc__.format(rule=RULE)
 
 __all__ = [
-    "ALPHA", "LEVEL", "NULL_DRAWS", "OUTCOMES", "PAPERS", "RULE", "SCALES", "SOURCES", "STAGING_ENV", "UNDECIDED",
-    "UNITS", "VERDICTS", "Check", "Claim", "Estimate", "Null", "Outcome", "PageRun", "aa_null", "above", "at_bound",
-    "audit", "below", "centred_null", "chapter_summary", "check_record", "claim", "claims_dir", "claims_page",
-    "correlated", "correlation", "covers", "deal_within", "describe_strength", "evaluate", "evidence_clashes",
-    "facts_table", "fisher_interval", "from_seeds", "greater", "holm", "less", "load_claims", "member_weights",
-    "model_bootstrap", "nan_mean", "needed_replicates", "negative", "nested_bootstrap", "noninferior", "null_draws",
-    "null_p", "paired_bootstrap", "partition_null", "positive", "randomisation_p", "ratio_above", "read_records",
-    "resample_counts", "resample_indices", "sample_bootstrap", "seed_flips", "significant", "slug", "smoke_note",
-    "strength_of", "verdict", "verdict_box", "within",
+    "ALPHA", "KEEPS", "LEVEL", "NULL_DRAWS", "OUTCOMES", "PAPERS", "RULE", "SCALES", "SOURCES", "STAGING_ENV",
+    "UNDECIDED", "UNITS", "VERDICTS", "Check", "Claim", "Estimate", "Null", "Outcome", "PageRun", "aa_null", "above",
+    "at_bound", "audit", "below", "centred_null", "chapter_summary", "check_record", "claim", "claims_dir",
+    "claims_page", "correlated", "correlation", "covers", "deal_within", "describe_strength", "evaluate",
+    "evidence_clashes", "facts_table", "fisher_interval", "from_seeds", "greater", "holm", "kept_share", "less",
+    "load_claims", "member_weights", "model_bootstrap", "nan_mean", "needed_replicates", "negative",
+    "nested_bootstrap", "noninferior", "null_draws", "null_p", "paired_bootstrap", "partition_null", "positive",
+    "randomisation_p", "ratio_above", "read_records", "resample_counts", "resample_indices", "sample_bootstrap",
+    "seed_flips", "significant", "slug", "smoke_note", "strength_of", "verdict", "verdict_box", "within",
 ]

@@ -32,7 +32,15 @@ fed synthetic data whose true effect is known, in standard errors (SE) of the ch
   replicate by as much);
 - ``"centred non-inferiority"``: ``a`` no more than a margin below ``b`` over ``S`` models, paired by model, read
   against its own model bootstrap centred and moved to the margin (where the claim is just false), which is also
-  the data where it is true, as attack-similarity Fig. G.1; "no effect" is the true difference at the margin.
+  the data where it is true, as attack-similarity Fig. G.1; "no effect" is the true difference at the margin;
+- ``"within-recipe deal"``: ``S`` models of three classes trained under four recipes, the classes unevenly spread
+  over the recipes and each recipe shifting the score (the confound); "the class explains the score better than
+  the model's size" as a difference of adjusted R² (class as groups, log size as a line), its interval a bootstrap
+  over the models and its null the classes dealt at random within each recipe (:func:`~ensdiv.report.deal_within`),
+  which keeps the recipe's part of the class, so the check names it (``beyond=``), as design-diversity Table 1; the
+  effect is the spacing of the class means in standard errors of a class mean;
+- ``"image swap"``: two pairs' mean per-image score on the same ``S`` test images, its interval a bootstrap over
+  the images and its null the two pairs' scores exchanged at random on every image, as training-methods Figs. 6-7.
 
 :func:`simulate` returns the share of each verdict. ``tests/test_calibration.py`` holds the rule to its promise
 (with no effect, "holds" and "does not hold" each at most 5 % within Monte-Carlo error; "holds" never rarer as
@@ -51,7 +59,7 @@ from ensdiv.errors import InvalidInputError
 from ensdiv.report.checks import VERDICTS, Check, above, greater, noninferior, within
 from ensdiv.report.checks import correlated as _correlated
 from ensdiv.report.claims import claim
-from ensdiv.report.nulls import Null, aa_null, centred_null, partition_null, seed_flips
+from ensdiv.report.nulls import Null, aa_null, centred_null, deal_within, partition_null, seed_flips
 from ensdiv.report.replication import member_weights, model_bootstrap, nested_bootstrap
 from ensdiv.report.uncertainty import Estimate, correlation, from_seeds, resample_indices
 
@@ -157,6 +165,57 @@ def _centred_noninferior(rng: np.random.Generator, s: int, effect: float, *, res
     return check, ours, "groups of models"
 
 
+def _adjusted_r2(y: np.ndarray, design: np.ndarray) -> np.ndarray:
+    """Adjusted R² of least squares of each row of ``y`` ``(R, n)`` on ``design`` ``(R, n, p)`` (an intercept in it)."""
+    coef = np.linalg.lstsq(design, y[..., None], rcond=None)[0] if design.ndim == 2 else np.stack(
+        [np.linalg.lstsq(d, t, rcond=None)[0] for d, t in zip(design, y, strict=True)])
+    fit = design @ coef if design.ndim == 2 else np.einsum("rnp,rp->rn", design, coef)
+    fit = fit[..., 0] if fit.ndim == 3 else fit
+    n, k = y.shape[-1], design.shape[-1] - 1
+    ss_res = ((y - fit) ** 2).sum(-1)
+    ss_tot = ((y - y.mean(-1, keepdims=True)) ** 2).sum(-1)
+    return 1 - (ss_res / (n - k - 1)) / (ss_tot / (n - 1))
+
+
+def _class_over_size(y: np.ndarray, cls: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """adj. R²(class as groups) - adj. R²(size as a line), per row of ``(R, n)`` arrays."""
+    ones = np.ones_like(y)
+    groups = np.stack([ones, *[(cls == c).astype(float) for c in range(1, 3)]], -1)
+    line = np.stack([ones, size], -1)
+    return _adjusted_r2(y, groups) - _adjusted_r2(y, line)
+
+
+def _recipe_deal(rng: np.random.Generator, s: int, effect: float, *, resamples: int) -> _Built:
+    recipe = np.arange(s) % 4
+    cls = np.where(rng.random(s) < 0.6, recipe % 3, rng.integers(0, 3, s))  # classes leaning on the recipes
+    size = rng.normal(0.0, 1.0, s) + 0.5 * cls
+    se = 1.0 / np.sqrt(s / 3)  # noise sd 1: a class mean's standard error
+    y = 1.5 * recipe + 0.5 * size + effect * se * cls + rng.normal(0.0, 1.0, s)
+    picks = resample_indices(s, n_resamples=resamples, seed=int(rng.integers(1 << 30)))
+    stat = _class_over_size(y[None], cls[None], size[None])[0]
+    ours = {"d": Estimate(float(stat), _class_over_size(y[picks], cls[picks], size[picks]), "models", "bootstrap",
+                          "c")}
+    dealt = np.array([deal_within(cls.tolist(), recipe.tolist(), rng) for _ in range(200)])
+    null = Null("classes dealt within recipes",
+                [{"d": float(v)} for v in _class_over_size(np.broadcast_to(y, dealt.shape), dealt,
+                                                           np.broadcast_to(size, dealt.shape))])
+    check = above("d", 0.0, null=null, null_at=0.0, beyond="the recipe each class leans on", evidence="c/k")
+    return check, ours, "groups of models"
+
+
+def _image_swap(rng: np.random.Generator, s: int, effect: float, *, resamples: int) -> _Built:
+    base = rng.normal(0.0, 2.0, s)  # per-image difficulty both pairs share
+    d = rng.normal(effect / np.sqrt(s), 1.0, s)  # per-image differences, sd 1: SE of their mean 1/sqrt(S)
+    a, b = base + d, base
+    picks = resample_indices(s, n_resamples=resamples, seed=int(rng.integers(1 << 30)))
+    ours = {q: Estimate(float(v.mean()), v[picks].mean(axis=1), "evaluation samples", "bootstrap", "c")
+            for q, v in (("a", a), ("b", b))}
+    swap = rng.random((200, s)) < 0.5
+    diffs = np.where(swap, -d, d).mean(axis=1)  # a and b exchanged on the swapped images
+    null = Null("the two exchanged at random on every image", [{"a": float(v), "b": 0.0} for v in diffs])
+    return greater("a", "b", null=null, evidence="c/k"), ours, "these models"
+
+
 def _absence(kind: str) -> Callable[..., _Built]:
     def build(rng: np.random.Generator, s: int, effect: float, *, resamples: int) -> _Built:
         margin = 1.0
@@ -190,7 +249,7 @@ CONSTRUCTIONS: dict[str, Callable[..., _Built]] = {
     "seed flips": _seeds, "nested seed flips": _nested, "A/A halves": _aa, "model partitions": _partitions,
     "permuted pairs": _pairs, "non-inferiority": _absence("non-inferiority"), "within": _absence("within"),
     "bound bootstrap": _bound, "centred seed flips": _seed_bound, "model-weighted slope": _weighted_slope,
-    "centred non-inferiority": _centred_noninferior,
+    "centred non-inferiority": _centred_noninferior, "within-recipe deal": _recipe_deal, "image swap": _image_swap,
 }
 
 
@@ -200,13 +259,14 @@ CONSTRUCTIONS: dict[str, Callable[..., _Built]] = {
 #: seeds, bounds over 15 models (attack-similarity Fig. G.1's zoo) and 69 (Fig. 1's released models) and over 6
 #: seeds (design-diversity Sec. 4.3.1 and Table 2), slopes over
 #: ensembles drawn from 8 and 27 models (attack-similarity Figs. 3-4), and a non-inferiority over 15 models read
-#: against its own centred bootstrap (Fig. G.1).
+#: against its own centred bootstrap (Fig. G.1), design-diversity Table 1's 18 models dealt within recipes, and
+#: training-methods Figs. 6-7's pairs compared on 1,000 test images.
 BOOK_CELLS: tuple[tuple[str, int], ...] = (
     ("seed flips", 3), ("seed flips", 5), ("seed flips", 6), ("seed flips", 8), ("seed flips", 10),
     ("nested seed flips", 5), ("nested seed flips", 6), ("A/A halves", 6), ("model partitions", 3),
     ("model partitions", 6), ("permuted pairs", 12), ("permuted pairs", 25), ("non-inferiority", 6), ("within", 6),
     ("bound bootstrap", 15), ("bound bootstrap", 69), ("centred seed flips", 6), ("model-weighted slope", 8),
-    ("model-weighted slope", 27), ("centred non-inferiority", 15),
+    ("model-weighted slope", 27), ("centred non-inferiority", 15), ("within-recipe deal", 18), ("image swap", 1000),
 )
 
 

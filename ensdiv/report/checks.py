@@ -31,9 +31,9 @@ from ensdiv.errors import InvalidInputError
 from ensdiv.report.nulls import Null
 from ensdiv.report.uncertainty import LEVEL, Estimate, _interval
 
-__all__ = ["ALPHA", "OUTCOMES", "RULE", "SCALES", "UNDECIDED", "VERDICTS", "Check", "Outcome", "above", "at_bound",
-           "below", "correlated", "evaluate", "greater", "holm", "less", "negative", "noninferior", "null_p",
-           "positive", "randomisation_p", "ratio_above", "significant", "verdict", "within"]
+__all__ = ["ALPHA", "KEEPS", "OUTCOMES", "RULE", "SCALES", "UNDECIDED", "VERDICTS", "Check", "Outcome", "above",
+           "at_bound", "below", "correlated", "evaluate", "greater", "holm", "kept_share", "less", "negative",
+           "noninferior", "null_p", "positive", "randomisation_p", "ratio_above", "significant", "verdict", "within"]
 
 VERDICTS = ("holds", "holds partly", "mixed", "inconclusive", "does not hold", "cannot decide",
             "not testable at this scale")
@@ -42,6 +42,10 @@ UNDECIDED = ("cannot decide", "not testable at this scale")
 OUTCOMES = ("pass", "fail", "inconclusive")
 #: The one-sided level of every test: each end of a :data:`LEVEL` interval.
 ALPHA = (1 - LEVEL) / 2
+
+#: The share of a check's null draws (moved to its bound) inside its region above which the null is taken to keep
+#: what the region asks (:attr:`Check.beyond`): a null at no effect puts about half its draws there, or fewer.
+KEEPS = 0.75
 
 #: The verdict rule in words: the claims page, ``book/intro.md`` and :mod:`ensdiv.report` state this text.
 RULE = (
@@ -59,7 +63,9 @@ RULE = (
     f"{LEVEL:.0%} interval lies wholly on the claimed side; it *fails* when the mirror p-value (the other side) "
     "survives Holm and the interval lies wholly on the other side; otherwise it is *inconclusive*, as is a check "
     "whose interval does not resample what the claim is about (its *unit*: seeds for trained methods, models for "
-    "groups of models; shown as \"seed variance not covered\"). A check is *not counted* when its null cannot reach "
+    "groups of models; shown as \"seed variance not covered\"), and a check whose null keeps what its region asks "
+    f"({KEEPS:.0%} of its draws or more inside the region once moved to the bound: a part-whole correlation) unless "
+    "it names what it tests beyond that null. A check is *not counted* when its null cannot reach "
     f"{ALPHA:.0%} (\"cannot decide with S seeds (needs S')\") or none of the claim's can reach Holm's first step "
     f"({ALPHA:.0%} over the checks counted), when it has no null (or, for a claim that an effect "
     "is absent, no data where the claim is true), when the paper's own numbers fail it (a finding about the "
@@ -108,6 +114,11 @@ class Check:
             is elsewhere (a margin, a tolerance): the null draws are moved from there to the bound before the
             p-value is read (:func:`at_bound`). None: the draws are used where they are.
         null_scale: Move them by a factor (a ratio) rather than by a difference.
+        beyond: What the check's null keeps and the check tests past it ("each sub-network's gradient scale"),
+            for a null that deliberately sits inside the region (an association kept, only its remainder
+            dealt). Without it, a check whose null draws lie in its region (:data:`KEEPS` of them or more, moved
+            to the bound) is inconclusive: that null keeps what the region asks, so beating it tests something
+            the check does not name.
     """
 
     name: str
@@ -126,6 +137,7 @@ class Check:
     cites: str = field(default="", kw_only=True)
     null_at: float | None = field(default=None, kw_only=True)
     null_scale: bool = field(default=False, kw_only=True)
+    beyond: str = field(default="", kw_only=True)
 
     def __post_init__(self) -> None:
         if self.null is not None and not isinstance(self.null, Null):
@@ -515,6 +527,25 @@ def at_bound(check: Check, draws: Any, bound: float) -> np.ndarray:
     if check.null_at is None:
         return t
     return t * (bound / check.null_at) if check.null_scale else t + (bound - check.null_at)
+
+
+def kept_share(check: Check, draws: Any) -> float | None:
+    """The share of ``check``'s null draws (its statistic on each, moved to the region's bound as
+    :func:`null_p` reads them) that lie inside its region; None for a tolerance, a check without a region, or no
+    finite draw. Above :data:`KEEPS` the null keeps what the region asks.
+
+    >>> kept_share(correlated("r", sign=1), [0.8, 0.9, 0.7, -0.1])  # a part-whole r stays high when dealt
+    0.75
+    >>> kept_share(greater("a", "b", margin=0.5), [-0.1, 0.0, 0.1, 0.2])  # moved to the margin: 0.4 .. 0.7
+    0.5
+    """
+    if check.region is None or check.region[0] == "within":
+        return None
+    t = at_bound(check, draws, check.region[1]).ravel()
+    t = t[np.isfinite(t)]
+    if t.size == 0:
+        return None
+    return float(np.mean([_in_region(float(x), check.region) for x in t]))
 
 
 def null_p(check: Check, observed: float, draws: Any, *, exact: bool = False) -> tuple[float | None, float | None]:

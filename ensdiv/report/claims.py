@@ -29,6 +29,7 @@ from ensdiv.errors import EnsdivError, InvalidInputError
 from ensdiv.paths import build_dir
 from ensdiv.report.checks import (
     ALPHA,
+    KEEPS,
     NO_NULL,
     TYPED_NULL,
     VERDICTS,
@@ -40,6 +41,7 @@ from ensdiv.report.checks import (
     at_bound,
     evaluate,
     holm,
+    kept_share,
     null_p,
     randomisation_p,
     verdict,
@@ -367,6 +369,11 @@ def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str,
     if result is not None and tested:
         observed = mine.value if mine.value is not None else _SCORE[mine.result]
         p, p_fail, p_min = _p_values(check if check.region else _BINARY, observed, check, null_stats, truth_stats)
+    kept = (kept_share(check, null_stats) if null_stats is not None and not check.absence and not check.beyond
+            else None)
+    if kept is not None and kept >= KEEPS and result in ("pass", "fail"):
+        result, note = "inconclusive", (f"its null keeps what its region asks ({kept:.0%} of its draws lie in it): "
+                                        "beating it tests something the check does not name")
     failed_gates = [g for g in (gates if check.gates is None else check.gates) if gates.get(g) != "pass"]
     unknown = [g for g in (check.gates or ()) if g not in gates]
     if unknown:
@@ -385,8 +392,10 @@ def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str,
     ]
     excluded = next((why for hit, why in reasons if hit), "")
     return {"name": check.name, "needs": list(check.needs), "cites": check.cites, "ours": result, "note": note,
-            "paper": on_paper, "null": _rate_text(null_rate, check.null, check.null_reason, p=p),
-            "null_rate": null_rate, "null_draws": len(check.null.draws) if check.null else 0,
+            "paper": on_paper, "null": _rate_text(null_rate, check.null, check.null_reason, p=p)
+            + (f"; tests beyond {check.beyond}" if check.beyond and check.null is not None else ""),
+            "null_rate": null_rate, "null_kept": kept, "beyond": check.beyond,
+            "null_draws": len(check.null.draws) if check.null else 0,
             "null_construction": check.null.construction if check.null else "",
             "null_reason": check.null_reason if check.null is None else "", "has_null": check.null is not None,
             "absence": check.absence, "truth_rate": truth_rate,
