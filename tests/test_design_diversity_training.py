@@ -148,8 +148,8 @@ def test_equitability_table_fills_table_2_per_ensemble_and_set(monkeypatch):
     split = torch.tensor([[0, 1, 2, 0], [0, 1, 2, 0], [1, 2, 0, 1]])  # right on every image, 2-1 votes
     agree = torch.tensor([[1, 2, 0, 1]] * 3)  # all wrong, unanimous
     labels = torch.tensor([0, 1, 2, 0])
-    monkeypatch.setattr(ch, "chapter_logits", lambda cfg, members, key: F.one_hot(members, 3).double())
-    monkeypatch.setattr(ch, "chapter_labels", lambda cfg, key: labels)
+    monkeypatch.setattr(ch.diversity, "chapter_logits", lambda cfg, members, key: F.one_hot(members, 3).double())
+    monkeypatch.setattr(ch.diversity, "chapter_labels", lambda cfg, key: labels)
     table, acc = ch.equitability_table(None, {"split": split, "agree": agree})
     split21 = -(2 / 3 * np.log(2 / 3) + 1 / 3 * np.log(1 / 3)) / np.log(3)
     assert list(table.columns) == list(ch.PAPER_TABLE2.columns) and list(table.index) == ["split", "agree"]
@@ -165,7 +165,7 @@ def test_cka_of_retrained_members_is_keyed_by_their_recipes(monkeypatch):
     cfg = ch.preset("fig12_cka_layers", "smoke", verbose=False)
     seen = []
     monkeypatch.setattr(ch.dd, "member_module", lambda m: torch.nn.Sequential(torch.nn.Flatten()))
-    monkeypatch.setattr(ch, "layer_names", lambda m: ["0"])
+    monkeypatch.setattr(ch.diversity, "layer_names", lambda m: ["0"])
     monkeypatch.setattr(ed, "cached", lambda name, conf, compute: seen.append(config_key(conf)) or {
         "cka": torch.ones(1, 1)})
     for s in (0, 1):
@@ -306,8 +306,8 @@ def test_the_heterogeneous_budget_is_the_candidate_closest_to_gncls_accuracy(mon
     candidate is listed with its gap, and a single candidate (the paper's pretrained stand-ins) trains nothing."""
     budgets = [[2500, 2], [2500, 1], [1250, 1], [625, 1]]
     cfg = ch.preset("tab02_equitability", "cpu", verbose=False, hetero_budgets=budgets)
-    monkeypatch.setattr(ch, "train_joint", lambda recipe, label="": recipe)
-    monkeypatch.setattr(ch, "joint_members", lambda run: ["gncl"])
+    monkeypatch.setattr(ch.ensembles, "train_joint", lambda recipe, label="": recipe)
+    monkeypatch.setattr(ch.ensembles, "joint_members", lambda run: ["gncl"])
 
     def accuracy(sel, members):
         assert sel.eval_images == cfg.match_images
@@ -316,13 +316,13 @@ def test_the_heterogeneous_budget_is_the_candidate_closest_to_gncls_accuracy(mon
         r = members[0]
         return 30.0 + r.data.subset / 100 * r.optim.epochs + r.seeds.init  # 2500 x 2: 80 + seed; 625 x 1: 36.25 + s
 
-    monkeypatch.setattr(ch, "clean_accuracy", accuracy)
+    monkeypatch.setattr(ch.ensembles, "clean_accuracy", accuracy)
     budget, table = ch.hetero_match(cfg)
     assert budget == (1250, 1)  # 42.5 + 2.5 = 45 is nearest 50 (2500 x 1: 57.5; 625 x 1: 38.75)
     assert table[["images", "epochs"]].values.tolist() == cfg.hetero_budgets
     assert table["gap (points)"].tolist() == pytest.approx([32.5, 7.5, -5.0, -11.25])
     one = ch.preset("tab02_equitability", "cpu", verbose=False, hetero_budgets=[[2500, 2]])
-    monkeypatch.setattr(ch, "clean_accuracy", lambda *a: pytest.fail("a single candidate is evaluated"))
+    monkeypatch.setattr(ch.ensembles, "clean_accuracy", lambda *a: pytest.fail("a single candidate is evaluated"))
     assert ch.hetero_match(one)[0] == (2500, 2) and ch.hetero_match(one)[1].empty
     recipes = ch.matched_recipes(cfg, 3, (625, 1))
     het = [r for k, r in recipes.items() if k.startswith("heterogeneous")]
