@@ -104,6 +104,13 @@ def test_paper_vs_this_run_goes_through_ed_report(path):
     assert "ed.report.claim(" in text, f"{path.name} states its verdict without ed.report.claim"
 
 
+def test_every_page_closes_its_smoke_run_with_the_one_helper():
+    """The closing "Smoke scale" line comes from ``ed.report.smoke_note`` on every page, so its wording is one
+    sentence a reader learns once; a page printing its own is named."""
+    own = [p.name for p in NOTEBOOKS if '"Smoke scale' in p.read_text() or "'Smoke scale" in p.read_text()]
+    assert not own, f"pages printing their own smoke line: {own}"
+
+
 @pytest.mark.parametrize(
     ("src", "expected"),
     [
