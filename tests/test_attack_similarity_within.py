@@ -98,3 +98,22 @@ def test_deal_within_keeps_each_stratum():
         assert sorted(out[:3]) == ["a", "b", "c"] and sorted(out[3:6]) == ["a", "b", "c"] and out[6:] == ["z", "z"]
         seen.add(tuple(out))
     assert len(seen) > 1
+
+
+def test_every_resnet_variant_of_table_d1_is_a_zoo_model_and_each_group_has_four():
+    """The ResNet variants are the zoo's own models (reinit/, hparam/), so the pages train none of them again: a
+    variant that only moved the initialisation must use ``init_seed`` (``seed`` also moves the data order and keyed
+    two models the zoo does not have). Four variants per group and base at cpu and paper, two at smoke, and none equal
+    to another or to its base (at paper the base already flips and crops, so "flip + crop" was the base again)."""
+    from ensdiv.chapters import attack_similarity as ch
+    from ensdiv.chapters import zoo
+
+    for scale, per_group in (("cpu", 4), ("paper", 4), ("smoke", 2)):
+        cfg = ch.preset("tabD1_within_architecture", scale, verbose=False)
+        keys = {repr(r.key()): k for k, r in zoo.zoo_recipes(scale).items()}
+        for base in cfg.base_models:
+            members, groups = ch.chapter_variants(cfg, base)
+            assert {g: groups.count(g) for g in wi.WITHIN_GROUPS} == dict.fromkeys(wi.WITHIN_GROUPS, per_group)
+            if base == "arch/resnet" and scale == "cpu":
+                assert all(repr(m.key()) in keys for m in members)
+            assert len({repr(m.key()) for m in members}) == len(members)  # no variant repeats another
