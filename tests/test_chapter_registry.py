@@ -37,3 +37,20 @@ def test_every_page_has_a_preset_of_its_chapter_and_every_preset_a_page():
 def test_every_chapter_has_the_same_preset_signature():
     sig = {slug: str(inspect.signature(mod.preset)) for slug, mod in CHAPTERS.items()}
     assert len(set(sig.values())) == 1, sig
+
+
+def test_each_chapter_module_is_listed_under_its_own_slug():
+    """The package names each chapter's modules without importing them (:data:`ensdiv.chapters.SLUGS`); every
+    module's own ``SLUG`` must agree, and importing the package imports no chapter."""
+    import subprocess
+    import sys
+
+    from ensdiv import chapters
+
+    for slug, names in chapters.SLUGS.items():
+        for name in names:
+            assert getattr(chapters, name).SLUG == slug, (slug, name)
+    code = ("import sys, ensdiv.chapters; print(sorted(m for m in sys.modules if m.startswith('ensdiv.chapters.')"
+            " and not m.endswith('._presets')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
