@@ -94,11 +94,14 @@ def _build_zoo(base: Recipe, name_of: Callable[[str], str], *, large_sources: bo
         "dropout0.3": {"dropout": 0.3},
         "ls0.1": {"label_smoothing": 0.1},
         "adamw": {"optimizer": "adamw", "lr": 2e-3, "weight_decay": 0.05},
-        "mixup": {"augment": "flip+mixup"},
+        # at paper scale the base already flips and crops: mixup adds to that, and "flipcrop" would be the base
+        # itself (a model compared with its own copy), so it is left out there
+        "mixup": {"augment": "flipcrop+mixup" if res.data.augment == "flipcrop" else "flip+mixup"},
         "flipcrop": {"augment": "flipcrop"},
     }
     for k, v in hp.items():
-        zoo[f"hparam/resnet-{k}"] = res.replace(**v)
+        if res.replace(**v).key() != res.key():
+            zoo[f"hparam/resnet-{k}"] = res.replace(**v)
     epochs = base.optim.epochs
     simclr = Pretrain(objective="simclr", epochs=epochs, lr=0.1)
     zoo["framework/resnet-simclr"] = res.replace(method=simclr, augment="none", lr=0.1)
