@@ -722,3 +722,19 @@ def test_the_share_of_null_draws_in_a_region_is_read_at_the_bound():
     assert report.kept_share(report.within("a", "b", abs=1.0), [0.0]) is None
     assert report.kept_share(report.Check("rule", rule=lambda v: True), [1.0]) is None
     assert report.kept_share(report.positive("a"), [np.nan]) is None
+
+
+def test_a_centred_null_is_never_read_as_keeping_its_region():
+    """A bootstrap centred at the bound sits there by construction; a skewed one (a correlation near 1) puts most
+    of its draws on one side of the bound, which says nothing about whether the null keeps the effect. Such a
+    check is tested as before, even with 85 % of its centred draws inside the region."""
+    rng = np.random.default_rng(5)
+    # skewed: 85 % of the replicates just above the point value, a tail well below it
+    reps = 0.95 + np.where(rng.random(999) < 0.85, 0.005, -0.06) + rng.normal(0, 0.001, 999)
+    ours = {"r": report.Estimate(0.95, reps, "models")}
+    null = report.centred_null(ours, "r", units=11)
+    check = report.above("r", 0.8, null=null, null_at=0.0, evidence="t/skew")
+    draws = np.array([float(d["r"]) for d in null.draws])
+    assert report.kept_share(check, draws) > report.KEEPS  # the skew alone
+    row = _claim([check], ours, unit="released artefact").checks[0]
+    assert row["null_kept"] is None and row["counted"] and row["ours"] == "pass"

@@ -64,11 +64,11 @@ RULE = (
     "survives Holm and the interval lies wholly on the other side; otherwise it is *inconclusive*, as is a check "
     "whose interval does not resample what the claim is about (its *unit*: seeds for trained methods, models for "
     "groups of models; shown as \"seed variance not covered\"), and a check whose null keeps what its region asks "
-    f"({KEEPS:.0%} of its draws or more inside the region once moved to the bound: a part-whole correlation) unless "
-    "it names what it tests beyond that null. A check is *not counted* when its null cannot reach "
-    f"{ALPHA:.0%} (\"cannot decide with S seeds (needs S')\") or none of the claim's can reach Holm's first step "
-    f"({ALPHA:.0%} over the checks counted), when it has no null (or, for a claim that an effect "
-    "is absent, no data where the claim is true), when the paper's own numbers fail it (a finding about the "
+    f"({KEEPS:.0%} of its draws or more inside the region once moved to the bound: a part-whole correlation; a null "
+    "centred at the bound is exempt) unless it names what it tests beyond that null. A check is *not counted* when "
+    f"its null cannot reach {ALPHA:.0%} (\"cannot decide with S seeds (needs S')\") or none of the claim's can "
+    f"reach Holm's first step ({ALPHA:.0%} over the checks counted), when it has no null (or, for a claim that an "
+    "effect is absent, no data where the claim is true), when the paper's own numbers fail it (a finding about the "
     "paper), when a gate it depends on fails (a premise the paper states that this run does not meet), or when "
     "another check of the claim implies it (on this run and on every null draw, else the mark is refused); a check "
     "not counted still counts in the claim's total, and no "
@@ -118,7 +118,8 @@ class Check:
             for a null that deliberately sits inside the region (an association kept, only its remainder
             dealt). Without it, a check whose null draws lie in its region (:data:`KEEPS` of them or more, moved
             to the bound) is inconclusive: that null keeps what the region asks, so beating it tests something
-            the check does not name.
+            the check does not name. A centred null (its own bootstrap moved to the bound) is exempt: it sits at
+            the bound by construction, and its share inside the region measures only its skew.
     """
 
     name: str

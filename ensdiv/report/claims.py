@@ -370,7 +370,7 @@ def _check_row(check: Check, ours: Mapping[str, Any], paper_values: Mapping[str,
         observed = mine.value if mine.value is not None else _SCORE[mine.result]
         p, p_fail, p_min = _p_values(check if check.region else _BINARY, observed, check, null_stats, truth_stats)
     kept = (kept_share(check, null_stats) if null_stats is not None and not check.absence and not check.beyond
-            else None)
+            and not check.null.centred else None)  # a centred null sits at the bound by construction
     if kept is not None and kept >= KEEPS and result in ("pass", "fail"):
         result, note = "inconclusive", (f"its null keeps what its region asks ({kept:.0%} of its draws lie in it): "
                                         "beating it tests something the check does not name")
