@@ -166,11 +166,9 @@ def _centred_noninferior(rng: np.random.Generator, s: int, effect: float, *, res
 
 
 def _adjusted_r2(y: np.ndarray, design: np.ndarray) -> np.ndarray:
-    """Adjusted R² of least squares of each row of ``y`` ``(R, n)`` on ``design`` ``(R, n, p)`` (an intercept in it)."""
-    coef = np.linalg.lstsq(design, y[..., None], rcond=None)[0] if design.ndim == 2 else np.stack(
-        [np.linalg.lstsq(d, t, rcond=None)[0] for d, t in zip(design, y, strict=True)])
-    fit = design @ coef if design.ndim == 2 else np.einsum("rnp,rp->rn", design, coef)
-    fit = fit[..., 0] if fit.ndim == 3 else fit
+    """Adjusted R² of least squares of each row of ``y`` ``(R, n)`` on ``design`` ``(R, n, p)`` (an intercept in it),
+    all rows at once (a stacked pseudo-inverse: the least-squares fit, also when a resample lacks a class)."""
+    fit = (design @ (np.linalg.pinv(design) @ y[..., None]))[..., 0]
     n, k = y.shape[-1], design.shape[-1] - 1
     ss_res = ((y - fit) ** 2).sum(-1)
     ss_tot = ((y - y.mean(-1, keepdims=True)) ** 2).sum(-1)
