@@ -466,6 +466,28 @@ def test_model_bootstrap_matches_scipy_per_group_and_rejects_bad_input():
         model_bootstrap([0.1, np.nan, 0.3, 0.4], ["a", "a", "b", "b"], seed=0)
 
 
+def test_the_extreme_of_groups_is_taken_per_resample_and_moved_to_its_value_and_rejects_bad_input():
+    rng = np.random.default_rng(3)
+    values = rng.normal(0, 1, 15)
+    est = model_bootstrap(values, [g for g in "abc" for _ in range(5)], seed=0, n_resamples=300)
+    reps = np.stack([est[g].replicates for g in "abc"])
+    for lowest, pick, pick_value in ((False, np.max, max), (True, np.min, min)):
+        got = report.extreme_of(est, list("abc"), lowest=lowest)
+        naive = [pick(reps[:, r]) for r in range(reps.shape[1])]  # a loop over the resamples
+        value = pick_value(values[i * 5:(i + 1) * 5].mean() for i in range(3))
+        assert got.value == pytest.approx(value)
+        assert got.replicates == pytest.approx(np.array(naive) - (np.mean(naive) - value))
+        assert got.group == est["a"].group and got.source == "models"
+    nan = report.Estimate(float("nan"), np.full(300, np.nan), "models", group=est["a"].group)
+    assert np.isnan(report.extreme_of({**est, "d": nan}, list("abd")).value)
+    with pytest.raises(InvalidInputError, match="one paired bootstrap"):
+        report.extreme_of({**est, "d": report.Estimate(0.0, np.zeros(300), "models", group="other")}, list("ad"))
+    with pytest.raises(InvalidInputError, match="replicates"):
+        report.extreme_of({"x": report.Estimate(0.0, None, "models")}, ["x"])
+    with pytest.raises(InvalidInputError, match="replicates"):
+        report.extreme_of(est, [])
+
+
 def test_p_values_match_scipy_and_the_bootstrap_share():
     diffs = np.array([0.3, 0.1, 0.4, -0.1, 0.2])
     ours = {"a": from_seeds(diffs), "b": from_seeds(np.zeros(5))}

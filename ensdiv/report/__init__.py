@@ -87,7 +87,7 @@ from ensdiv.report.nulls import (
     seed_flips,
 )
 from ensdiv.report.pages import PageRun, chapter_summary, claims_page, smoke_note, verdict_box
-from ensdiv.report.replication import UNITS, covers, member_weights, model_bootstrap, nested_bootstrap
+from ensdiv.report.replication import UNITS, covers, extreme_of, member_weights, model_bootstrap, nested_bootstrap
 from ensdiv.report.uncertainty import (
     LEVEL,
     SOURCES,
@@ -109,8 +109,8 @@ __all__ = [
     "UNDECIDED", "UNITS", "VERDICTS", "Check", "Claim", "Estimate", "Null", "Outcome", "PageRun", "aa_null", "above",
     "at_bound", "audit", "below", "centred_null", "chapter_summary", "check_record", "claim", "claims_dir",
     "claims_page", "correlated", "correlation", "covers", "deal_within", "describe_strength", "evaluate",
-    "evidence_clashes", "facts_table", "fisher_interval", "from_seeds", "greater", "holm", "kept_share", "less",
-    "load_claims", "member_weights", "model_bootstrap", "nan_mean", "needed_replicates", "negative",
+    "evidence_clashes", "extreme_of", "facts_table", "fisher_interval", "from_seeds", "greater", "holm", "kept_share",
+    "less", "load_claims", "member_weights", "model_bootstrap", "nan_mean", "needed_replicates", "negative",
     "nested_bootstrap", "noninferior", "null_draws", "null_p", "paired_bootstrap", "partition_null", "positive",
     "randomisation_p", "ratio_above", "read_records", "resample_counts", "resample_indices", "sample_bootstrap",
     "seed_flips", "significant", "slug", "smoke_note", "strength_of", "verdict", "verdict_box", "within",

@@ -396,8 +396,8 @@ PRESETS.update({
         cpu={"n_clusters": 4, "max_members": 6, "null_draws": 100},
         paper={"n_clusters": 10, "max_members": 8},  # §3: K = 10 clusters of the 69 models
     ),
-    # n_draws: architecture ensembles per size; null_draws: draws of each null (kinds permuted among the
-    # ensembles of a size; variants dealt among the groups of their base)
+    # n_draws: architecture ensembles per size; null_draws: draws of the regime check's null (variants dealt among
+    # the groups of their base; the architecture check reads its own model bootstrap centred at 0)
     "attack-similarity/fig04_training_vs_architecture": _zoo(
         common={"n_draws": 50, "null_draws": 200},
         smoke={**_WITHIN["smoke"], "n_clusters": 2},

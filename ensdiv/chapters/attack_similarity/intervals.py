@@ -7,6 +7,7 @@ another draw of the attacked images, the test images or the models.
 * :func:`sat_estimate` — an :class:`~ensdiv.report.Estimate` of a function of such replicates.
 * :func:`pair_correlation` — a correlation over the pairs of M models with a bootstrap over the *models*
   (all pairs of distinct models of a resample), since pairs that share a model are not independent.
+* :func:`partial_out` — a pair matrix with a pair covariate (the members' accuracy gap) regressed out.
 * :func:`model_bootstrap` — statistics of a set of models (rows of a released matrix) bootstrapped over the
   models, each resample's distinct models only (a model drawn twice would pair with itself).
 * :func:`correlation_or_nan` — :func:`ed.report.correlation` that is NaN, not an error, below 4 points.
@@ -32,7 +33,7 @@ import ensdiv as ed
 from ensdiv.errors import InvalidInputError
 from ensdiv.metrics.similarity import SAT_EPS
 
-__all__ = ["sat_replicates", "sat_estimate", "pair_correlation", "model_bootstrap",
+__all__ = ["sat_replicates", "sat_estimate", "pair_correlation", "partial_out", "model_bootstrap",
            "correlation_or_nan", "ensemble_errors", "err_statistic", "mean_err", "nan_estimate", "new_group",
            "reading_seed_bootstrap"]
 
@@ -125,6 +126,31 @@ def pair_correlation(x: Any, y: Any, *, ordered: bool = False, n_resamples: int 
         ra, rb = pairs_of(drawn)
         reps.append(_pearson(x[ra, rb], y[ra, rb]) if ra.size >= 4 else np.nan)
     return ed.report.Estimate(value, np.array(reps), "models", "bootstrap", new_group("models"))
+
+
+def partial_out(x: Any, covariate: Any) -> np.ndarray:
+    """The (M, M) pair matrix ``x`` less its least-squares line on the pair matrix ``covariate`` (intercept and
+    slope fitted over the pairs a < b), symmetric; the diagonal NaN. Correlating two such matrices over the pairs
+    gives the partial correlation of the two given the covariate (Smouse, Long and Sokal 1986's partial Mantel
+    statistic), e.g. a pair's similarity and its ensemble gain at equal accuracy gap.
+
+    By hand: gaps 1, 2, 3 for the pairs (0, 1), (0, 2), (1, 2) and y = 1 + 2 x gap + (0.5, -1, 0.5), the last
+    term orthogonal to a line in the gap, so it is what is left:
+
+    >>> gap = np.array([[0, 1, 2], [1, 0, 3], [2, 3, 0]], dtype=float)
+    >>> y = np.array([[0, 3.5, 4.0], [3.5, 0, 7.5], [4.0, 7.5, 0]])
+    >>> np.round(partial_out(y, gap), 3)
+    array([[ nan,  0.5, -1. ],
+           [ 0.5,  nan,  0.5],
+           [-1. ,  0.5,  nan]])
+    """
+    x, c = np.asarray(x, dtype=float), np.asarray(covariate, dtype=float)
+    a, b = np.triu_indices(x.shape[0], k=1)
+    design = np.column_stack([np.ones(a.size), c[a, b]])
+    coef, *_ = np.linalg.lstsq(design, x[a, b], rcond=None)
+    out = np.full(x.shape, np.nan)
+    out[a, b] = out[b, a] = x[a, b] - design @ coef
+    return out
 
 
 def model_bootstrap(n_models: int, statistics: Mapping[str, Callable[[np.ndarray], float]], *,

@@ -74,7 +74,8 @@ def group_estimates(values: Any, labels: Sequence[str], *, n_resamples: int, see
     """Tab. D.1's quantities from one number per unit and its group (``init``, ``hparam``, ``regime`` or
     :data:`ALL`): the group means bootstrapped over their units (:func:`ensdiv.report.model_bootstrap`), the
     lowest of the three within-architecture means (:data:`LOWEST_WITHIN`) and the lower of init and hparam
-    (:data:`LOWER_INIT_HPARAM`), each replicate from the same resample (paired).
+    (:data:`LOWER_INIT_HPARAM`), each replicate from the same resample (paired), the replicates of a lowest moved
+    so that their mean is its value (:func:`ed.report.extreme_of`).
 
     >>> est = group_estimates([4.4, 4.2, 4.3, 4.1, 3.4, 3.2, 2.5, 2.9, 2.7],
     ...                       ["init"] * 2 + ["hparam"] * 2 + ["regime"] * 2 + [ALL] * 3, n_resamples=50, seed=0)
@@ -98,14 +99,8 @@ def group_estimates(values: Any, labels: Sequence[str], *, n_resamples: int, see
         return {g: ed.report.Estimate(float("nan"), np.full(int(n_resamples), np.nan), "models", "bootstrap", group)
                 for g in (*dict.fromkeys([*WITHIN_GROUPS, ALL, *labels]), LOWEST_WITHIN, LOWER_INIT_HPARAM)}
     found = ed.report.model_bootstrap(values, labels, n_resamples=n_resamples, seed=seed)
-    group = found[ALL].group
-
-    def derived(names: Sequence[str]) -> ed.report.Estimate:
-        value = min(found[g].value for g in names)
-        reps = np.minimum.reduce([np.asarray(found[g].replicates, dtype=float) for g in names])
-        return ed.report.Estimate(float(value), reps, "models", "bootstrap", group)
-
-    return {**found, LOWEST_WITHIN: derived(WITHIN_GROUPS), LOWER_INIT_HPARAM: derived(("init", "hparam"))}
+    return {**found, LOWEST_WITHIN: ed.report.extreme_of(found, WITHIN_GROUPS, lowest=True),
+            LOWER_INIT_HPARAM: ed.report.extreme_of(found, ("init", "hparam"), lowest=True)}
 
 
 def variant_ensembles(logits: Any, labels: Any, groups: Sequence[str], *, base: str,

@@ -96,6 +96,7 @@ from ensdiv.chapters.training_methods.groups import (
 from ensdiv.chapters.training_methods.model_groups import (
     MIN_MODELS,
     attach_null,
+    bound_null,
     category_groups,
     group_estimates,
     group_null,
@@ -165,7 +166,8 @@ __all__ = [
     "addition_tables", "centred_gain_null", "first_additions_compared", "relabelled_additions_null",
     "swapped_curves_null", "swapped_null", "k_grid", "relabelled_sets_null", "set_means",
     "trained_differently", "combination_gain_images",
-    "MIN_MODELS", "attach_null", "category_groups", "group_estimates", "group_null", "trend_estimate", "trend_null",
+    "MIN_MODELS", "attach_null", "bound_null", "category_groups", "group_estimates", "group_null", "trend_estimate",
+    "trend_null",
     "pair_gap", "pair_share", "per_model",
 ]
 

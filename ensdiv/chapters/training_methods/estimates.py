@@ -152,12 +152,12 @@ def highest_of(estimates: Mapping[str, Any], names: Sequence[str]) -> Any:
     """The largest of several estimates of one paired bootstrap, taken replicate by replicate (which one is
     largest may change between resamples: the bootstrap of a maximum, not of one chosen beforehand). A NaN
     estimate (:func:`missing_estimate`) when any of them is missing or NaN (a comparison with "every other
-    category" needs every category)."""
+    category" needs every category). The replicates are moved so that their mean is the estimate
+    (:func:`ed.report.extreme_of`: the bootstrap of a maximum sits above the sample's maximum)."""
     ests = _same_group(estimates, names, "highest_of")
     if ests is None:
         return missing_estimate()
-    reps = np.max(np.stack([np.asarray(e.replicates, dtype=float) for e in ests]), axis=0)
-    return ed.report.Estimate(max(e.value for e in ests), reps, ests[0].source, "bootstrap", ests[0].group)
+    return ed.report.extreme_of(dict(zip(names, ests, strict=True)), names)
 
 
 def mean_of(estimates: Mapping[str, Any], names: Sequence[str]) -> Any:

@@ -24,8 +24,8 @@ from scipy import stats
 import ensdiv as ed
 from ensdiv.chapters.training_methods.paper import CATEGORIES, CATEGORY_LABELS
 
-__all__ = ["MIN_MODELS", "attach_null", "category_groups", "group_estimates", "group_null", "trend_estimate",
-           "trend_null"]
+__all__ = ["MIN_MODELS", "attach_null", "bound_null", "category_groups", "group_estimates", "group_null",
+           "trend_estimate", "trend_null"]
 
 #: A category needs this many models in the band for a model bootstrap.
 MIN_MODELS = 2
@@ -87,6 +87,29 @@ def group_null(table: pd.DataFrame, column: str, *, n_resamples: int, seed: int,
     if derive is None:
         return null
     return ed.report.Null(null.construction, [{**d, **derive(d)} for d in null.draws])
+
+
+def bound_null(estimates: Mapping[str, Any], a: str, b: str, table: pd.DataFrame, column: str) -> Any:
+    """The null of "``a`` above ``b``" where ``b`` is the highest of several category means
+    (:func:`~ensdiv.chapters.training_methods.estimates.highest_of`): the comparison's own model bootstrap, centred
+    and moved to the bound (:func:`ed.report.centred_null`), widened for the smallest category's models. Dealing the
+    models at random puts every category at one mean, where the highest of several sits above the others by the
+    selection of a maximum, below the claim's bound (one category tied with ``a``): there a null of dealt models
+    calls about 6.6 % of claims *holds* at a nominal 5 % (five categories of five models, with the interval), this
+    one 3.0 %. None when either side is not computable (a category with too few models).
+
+    >>> t = pd.DataFrame({"category": ["reinit"] * 3 + ["dataset"] * 3, "ei": [0.1, 0.12, 0.11, 0.2, 0.22, 0.21]})
+    >>> est = group_estimates(t, "ei", n_resamples=200, seed=0)
+    >>> null = bound_null(est, "ei Dataset", "ei Reinit", t, "ei")
+    >>> round(float(np.median([d["ei Dataset"] for d in null.draws])), 2), null.centred
+    (0.0, True)
+    >>> bound_null(est, "ei Dataset", "ei Arch", t, "ei") is None
+    True
+    """
+    if not all(np.isfinite(estimates[q].value) for q in (a, b)):
+        return None
+    _, labels = category_groups(table, column)
+    return ed.report.centred_null(estimates, a, b, units=min(labels.count(c) for c in set(labels)))
 
 
 def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
