@@ -242,7 +242,7 @@ def extreme_of(estimates: Mapping[str, Estimate], names: Sequence[str], *, lowes
     The bootstrap of a maximum sits above the sample's maximum (each resample picks whichever group it happens to
     raise), so a null made of these replicates centred on the estimate (:func:`~ensdiv.report.centred_null`)
     would sit below the claim's bound: over 400 claims of a group tied with the highest of four others (five
-    models each, ``ensdiv.report.calibration``'s "highest of groups"), 7.3 % were called *holds* unmoved and 4.5 %
+    models each, ``ensdiv.report.calibration``'s "highest of groups"), 7.2 % were called *holds* unmoved and 4.5 %
     moved, at the same power. NaN when any of them is (a group with too few models).
 
     Shape:
