@@ -175,3 +175,26 @@ def test_k_slopes_refuses_a_table_without_members():
     t = _shared_member_table(np.random.default_rng(0)).drop(columns="members")
     with pytest.raises(InvalidInputError, match="'members' column"):
         ev.k_slopes(t, ["top-1 error (%)"], n_resamples=10, seed=0)
+
+
+def test_pair_matrices_with_the_gap_regressed_out_give_the_textbook_partial_correlation_and_refuse_bad_shapes():
+    from ensdiv.chapters.attack_similarity.intervals import partial_out
+
+    rng = np.random.default_rng(5)
+    m = 9
+    acc = rng.uniform(80, 95, m)
+    gap = np.abs(acc[:, None] - acc[None, :])
+    sim = rng.normal(size=(m, m)) - 0.3 * gap
+    gain = rng.normal(size=(m, m)) - 0.5 * gap
+    sim, gain = (sim + sim.T) / 2, (gain + gain.T) / 2
+    a, b = np.triu_indices(m, 1)
+    r = np.corrcoef([sim[a, b], gain[a, b], gap[a, b]])  # r_xy.z from the three pairwise correlations
+    textbook = (r[0, 1] - r[0, 2] * r[1, 2]) / np.sqrt((1 - r[0, 2] ** 2) * (1 - r[1, 2] ** 2))
+    ours = np.corrcoef(partial_out(sim, gap)[a, b], partial_out(gain, gap)[a, b])[0, 1]
+    assert ours == pytest.approx(textbook)
+    with pytest.raises(InvalidInputError, match="pair matrices of one shape"):
+        partial_out(sim, gap[:-1, :-1])
+    with pytest.raises(InvalidInputError, match="pair matrices of one shape"):
+        partial_out(sim[:, :-1], gap[:, :-1])
+    with pytest.raises(InvalidInputError, match="M >= 3"):
+        partial_out(sim[:2, :2], gap[:2, :2])

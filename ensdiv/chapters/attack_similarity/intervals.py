@@ -145,6 +145,9 @@ def partial_out(x: Any, covariate: Any) -> np.ndarray:
            [-1. ,  0.5,  nan]])
     """
     x, c = np.asarray(x, dtype=float), np.asarray(covariate, dtype=float)
+    if x.ndim != 2 or x.shape[0] != x.shape[1] or c.shape != x.shape or x.shape[0] < 3:
+        raise InvalidInputError(f"partial_out needs two (M, M) pair matrices of one shape with M >= 3 models, got "
+                                f"{x.shape} and {c.shape}.")
     a, b = np.triu_indices(x.shape[0], k=1)
     design = np.column_stack([np.ones(a.size), c[a, b]])
     coef, *_ = np.linalg.lstsq(design, x[a, b], rcond=None)
