@@ -49,7 +49,8 @@ def test_four_seeds_cannot_decide_and_say_how_many_would():
                                                           ("non-inferiority", 6), ("bound bootstrap", 15),
                                                           ("centred seed flips", 6),
                                                           ("model-weighted slope", 27),
-                                                          ("centred non-inferiority", 15), ("image swap", 1000)])
+                                                          ("centred non-inferiority", 15), ("image swap", 1000),
+                                                          ("highest of groups", 5)])
 def test_holds_never_gets_rarer_as_the_effect_grows(construction, replicates):
     claims = 60
     rates = [simulate(construction, replicates=replicates, effect=e, claims=claims, seed=21, resamples=100)["holds"]
