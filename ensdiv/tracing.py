@@ -50,6 +50,9 @@ editing a constant changes exactly the units that name it, and editing a docstri
 (the hash is of the AST without docstrings; comments and positions are not in it). Lambdas and comprehensions
 belong to the definition around them. A unit that no longer exists hashes as ``"missing"``. A name bound in two
 modules under one identifier may pull in both (an over-approximation: more re-runs, never a stale reuse).
+A mapping named in :data:`KEYED` (the chapters' ``PRESETS``) is hashed entry by entry instead
+(``<entry>:PRESETS[<key>]``): a unit covers the entries it reads with a constant key, and code that reads one by a
+computed key notes it (:func:`note_entry`), so editing one page's preset changes that page's record alone.
 """
 
 from __future__ import annotations
@@ -77,7 +80,8 @@ __all__ = ["LOG_ENV", "ROOTS_ENV", "CHILD_ENV", "ALLOW_PATCHED_ENV", "NEUTRAL", 
            "install_from_env", "read_log", "source_shas", "code_hashes", "hashes_now", "current_hashes", "combined",
            "Recorder", "begin", "end", "open_units", "note_units", "entry_record", "changed_unit", "record_units",
            "relative", "absolute", "unit_of", "names_in", "binding_units", "strip_docstrings", "patched", "memo",
-           "built_by", "running_source", "edited_while_running", "recording", "attach"]
+           "built_by", "running_source", "edited_while_running", "recording", "attach", "KEYED", "ENTRY",
+           "note_entry"]
 
 LOG_ENV = "ENSDIV_TRACE_LOG"
 ROOTS_ENV = "ENSDIV_TRACE_ROOTS"
@@ -305,6 +309,12 @@ def note_units(units: Iterable[tuple[str, str]]) -> None:
                 _append(page, "".join(map(_line, sorted(new))))
         if _STATE["child_log"]:
             _append(_STATE["child_log"], "".join(map(_line, sorted(units))))
+
+
+def note_entry(file: str, name: str, key: str) -> None:
+    """Note the unit of the entry ``name[key]`` of a :data:`KEYED` mapping that ``file`` defines (or imports), for
+    code that reads the entry by a computed key: a page's preset (``ensdiv.chapters``)."""
+    note_units([(file, f"{ENTRY}{name}[{key}]")])
 
 
 # --- memos -----------------------------------------------------------------------------------------------------
@@ -700,7 +710,9 @@ def edited_while_running(log: Path) -> str | None:
 
 
 def unit_of(file: str, qualname: str) -> tuple[str, str]:
-    """Lambdas and comprehensions belong to the definition around them."""
+    """Lambdas and comprehensions belong to the definition around them (a binding or an entry unit is itself)."""
+    if qualname.startswith((BIND, ENTRY)):
+        return file, qualname
     parts = qualname.split(".")
     for i, part in enumerate(parts):
         if part.startswith("<") and part != "<locals>" and not (i == 0 and part == "<module>"):
@@ -793,6 +805,76 @@ def _names(node: ast.AST) -> set[str]:
 def _targets(stmt: ast.AST) -> set[str]:
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+#: Module-level mappings hashed per key: a unit that names one covers only the entries it reads with a constant
+#: key (``PRESETS["sed/tab01"]``), and code that reads an entry by a computed key notes that entry's unit
+#: (:func:`note_entry`; the chapters' ``preset()`` does). So editing one page's preset changes that page's unit
+#: alone, and adding one (``ensdiv new-page``) changes none.
+KEYED = frozenset({"PRESETS"})
+
+#: The prefix of a unit that is one entry of a :data:`KEYED` mapping (``<entry>:PRESETS[sed/tab01]``).
+ENTRY = "<entry>:"
+
+
+def _key_of(node: ast.AST, name: str) -> str | None:
+    """The constant first key under which ``node`` (``name["k"]…``, a target or a call's owner) reaches into
+    the mapping ``name``; None when it reaches it by a computed key or not at all."""
+    while isinstance(node, ast.Subscript | ast.Attribute | ast.Call):
+        inner = node.func if isinstance(node, ast.Call) else node.value
+        if isinstance(node, ast.Subscript) and isinstance(inner, ast.Name) and inner.id == name:
+            key = node.slice
+            return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+        node = inner
+    return None
+
+
+def _keyed_refs(node: ast.AST) -> set[tuple[str, str]]:
+    """``(mapping, key)`` for every constant-key read of a :data:`KEYED` mapping in ``node``."""
+    return {(sub.value.id, sub.slice.value) for sub in ast.walk(node)
+            if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id in KEYED
+            and isinstance(sub.slice, ast.Constant) and isinstance(sub.slice.value, str)}
+
+
+def _entry_nodes(stmts: list[ast.AST], name: str, key: str) -> list[ast.AST] | None:
+    """The parts of the statements that build ``name`` which make its entry ``key``: that key's value in a dict
+    literal (``name = {...}``, ``name.update({...})``), a statement on ``name["key"]``, and every statement that
+    touches all entries (a loop over them, ``add_dry_blocks(name, ...)``, a dict built otherwise). None when no
+    statement makes the entry (it is missing)."""
+    out: list[ast.AST] = []
+    made = False
+    for stmt in stmts:
+        literal = None
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and isinstance(stmt.value, ast.Dict):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if all(isinstance(t, ast.Name) for t in targets):
+                literal = stmt.value
+        elif (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+              and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "update"
+              and isinstance(stmt.value.func.value, ast.Name) and stmt.value.func.value.id == name
+              and len(stmt.value.args) == 1 and not stmt.value.keywords and isinstance(stmt.value.args[0], ast.Dict)):
+            literal = stmt.value.args[0]
+        if literal is not None and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                       for k in literal.keys):
+            for k, v in zip(literal.keys, literal.values, strict=True):
+                if k.value == key:
+                    out.append(v)
+                    made = True
+            continue
+        owner = None
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            owner = stmt.targets[0]
+        elif isinstance(stmt, ast.AnnAssign | ast.AugAssign):
+            owner = stmt.target
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            owner = stmt.value.func
+        at = _key_of(owner, name) if owner is not None else None
+        if at is None:
+            out.append(stmt)
+        elif at == key:
+            out.append(stmt)
+            made = made or (isinstance(owner, ast.Subscript) and isinstance(owner.value, ast.Name))
+    return out if made else None
 
 
 class _Module:
@@ -904,27 +986,44 @@ class _Hasher:
                 self.modules[file] = None
         return self.modules[file]
 
-    def bindings(self, file: str, names: set[str]) -> list[str]:
+    def bindings(self, file: str, names: set[str], keyed: set[tuple[str, str]] = frozenset()) -> list[str]:
         """The dumps of the module-level bindings ``names`` reach from ``file``, transitively, followed through
-        imports into the roots' modules (each ``(file, name)`` once)."""
+        imports into the roots' modules (each ``(file, name)`` once); a :data:`KEYED` mapping only by the entries
+        ``keyed`` (and the code followed) read with a constant key."""
         out: list[str] = []
-        seen: set[tuple[str, str]] = set()
-        todo = [(file, n) for n in sorted(names)]
+        seen: set[tuple] = set()
+        todo: list[tuple] = [(file, n) for n in sorted(names)] + [(file, *ref) for ref in sorted(keyed)]
+
+        def follow(f: str, mod: _Module, node: ast.AST) -> None:
+            for n in _names(node):
+                if n in mod.defined:  # ``X = make()``: the value depends on ``make``, run at import
+                    out.append(f"{relative(f)}:{n}={ast.dump(mod.defined[n])}")
+                elif (f, n) not in seen:
+                    todo.append((f, n))
+            todo.extend((f, *ref) for ref in _keyed_refs(node) if (f, *ref) not in seen)
+
         while todo:
-            f, name = todo.pop()
-            if (f, name) in seen:
+            item = todo.pop()
+            f, name = item[0], item[1]
+            if item in seen or (len(item) == 2 and name in KEYED):
                 continue
-            seen.add((f, name))
+            seen.add(item)
             mod = self.module(f)
             if mod is None:
                 continue
+            if len(item) == 3:  # one entry of a keyed mapping
+                if name in mod.imported and mod.imported[name][1] is not None:
+                    todo.append((mod.imported[name][0], mod.imported[name][1], item[2]))
+                    continue
+                nodes = _entry_nodes(mod.assigned.get(name, []), name, item[2])
+                out.append(f"{relative(f)}:{name}[{item[2]}]=" + ("missing" if nodes is None else
+                                                                    "|".join(ast.dump(n) for n in nodes)))
+                for node in nodes or []:
+                    follow(f, mod, node)
+                continue
             for stmt in mod.assigned.get(name, []):
                 out.append(f"{relative(f)}:{name}={ast.dump(stmt)}")
-                for n in _names(stmt):
-                    if n in mod.defined:  # ``X = make()``: the value depends on ``make``, run at import
-                        out.append(f"{relative(f)}:{n}={ast.dump(mod.defined[n])}")
-                    elif (f, n) not in seen:
-                        todo.append((f, n))
+                follow(f, mod, stmt)
             if self.running and isinstance(mod.defined.get(name), ast.ClassDef):  # a class it names: its fields
                 out.append(f"{relative(f)}:{name}={ast.dump(_outline(mod.defined[name]))}")
             if name in mod.imported:
@@ -940,6 +1039,12 @@ class _Hasher:
         if qualname.startswith(BIND):  # a constant a page's own cells name
             found = self.bindings(file, {qualname[len(BIND):]})
             return hashlib.sha256("\n".join(found).encode()).hexdigest() if found else "missing"
+        if qualname.startswith(ENTRY):  # one entry of a keyed mapping: ``<entry>:PRESETS[sed/tab01]``
+            name, _, key = qualname[len(ENTRY):-1].partition("[")
+            found = self.bindings(file, set(), {(name, key)})
+            if not found or any(line.endswith(f":{name}[{key}]=missing") for line in found):
+                return "missing"
+            return hashlib.sha256("\n".join(found).encode()).hexdigest()
         node = mod.index.get(qualname) if mod else None
         if node is None:
             return "missing"
@@ -956,7 +1061,7 @@ class _Hasher:
         if isinstance(cls, ast.ClassDef) and shown is node:  # a method: its class's outline too
             parts.append(ast.dump(_outline(cls)))
             names |= _names(_outline(cls))
-        parts.extend(self.bindings(file, names))
+        parts.extend(self.bindings(file, names, _keyed_refs(shown)))
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

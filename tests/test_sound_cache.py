@@ -291,17 +291,17 @@ def test_a_page_reruns_when_a_constant_its_cells_read_changes(tmp_path, monkeypa
 
 
 def test_a_call_that_mutates_a_binding_belongs_to_the_binding_not_the_module(tmp_path, monkeypatch):
-    """``add_dry_blocks(PRESETS, ...)`` and ``PRESETS.update(...)`` at import change what ``PRESETS`` holds: a
-    function that reads ``PRESETS`` re-hashes when either changes, and the module unit (which every page importing
-    the module records) does not. On the previous main an edit to one chapter's dry block re-ran all 56 pages."""
+    """``register(SPECS, ...)`` and ``SPECS.update(...)`` at import change what ``SPECS`` holds: a function that
+    reads ``SPECS`` re-hashes when either changes, and the module unit (which every page importing the module
+    records) does not. (``PRESETS`` is hashed per entry instead: the next test.)"""
     pkg = tmp_path / "mpkg"
     pkg.mkdir()
     monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg))
     (pkg / "__init__.py").write_text("")
     main = pkg / "chapter.py"
-    src = ('PRESETS = {"fig1": {"epochs": 2}}\n\n\ndef add(presets, sizes):\n    presets.update(sizes)\n\n\n'
-           'def preset(name):\n    return PRESETS[name]\n\n\ndef other():\n    return 1\n\n\n'
-           'add(PRESETS, {"dry": 1})\nPRESETS.update({"fig2": {"epochs": 3}})\nprint("imported")\n')
+    src = ('SPECS = {"fig1": {"epochs": 2}}\n\n\ndef add(presets, sizes):\n    presets.update(sizes)\n\n\n'
+           'def preset(name):\n    return SPECS[name]\n\n\ndef other():\n    return 1\n\n\n'
+           'add(SPECS, {"dry": 1})\nSPECS.update({"fig2": {"epochs": 3}})\nprint("imported")\n')
     main.write_text(src)
     units = [(str(main), q) for q in ("preset", "other", "<module>")]
 
@@ -319,7 +319,7 @@ def test_a_call_that_mutates_a_binding_belongs_to_the_binding_not_the_module(tmp
     assert now()["<module>"] != h0["<module>"]  # a plain effect statement stays in the module unit
     # a nested entry's update and a loop over the binding mutate it too (the attack-similarity and design-diversity
     # chapters do both at import: before, an edit to either chapter's presets re-ran every page of the book)
-    nested = src.replace('print("imported")', 'PRESETS["fig1"].update({"lr": 1})\nfor _s in PRESETS.values():\n'
+    nested = src.replace('print("imported")', 'SPECS["fig1"].update({"lr": 1})\nfor _s in SPECS.values():\n'
                                              '    _s["smoke"] = 1\nprint("imported")')
     main.write_text(nested)
     h3 = now()
@@ -327,3 +327,99 @@ def test_a_call_that_mutates_a_binding_belongs_to_the_binding_not_the_module(tmp
         main.write_text(nested.replace(edit.replace("2", "1"), edit))
         h4 = now()
         assert h4["preset"] != h3["preset"] and h4["<module>"] == h3["<module>"] and h4["other"] == h3["other"]
+
+
+def test_one_entry_of_a_keyed_mapping_hashes_alone(tmp_path, monkeypatch):
+    """``PRESETS`` is hashed per page: an edit to one entry (in the dict literal, in an ``update``, by key) changes
+    that entry's unit alone; a statement that touches every entry (``add(PRESETS, ...)``) changes them all; a
+    function that reads the mapping by a computed key changes for none (its caller notes the entry it read), one
+    that reads an entry by a constant key changes with that entry; adding an entry changes no unit."""
+    pkg = tmp_path / "kpkg"
+    pkg.mkdir()
+    monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg))
+    (pkg / "__init__.py").write_text("")
+    main = pkg / "chapter.py"
+    src = ('def _with(epochs):\n    return {"epochs": epochs}\n\n\n'
+           'PRESETS = {"fig1": {"epochs": 2}, "fig2": _with(3)}\nPRESETS["fig3"] = {"epochs": 4}\n'
+           'PRESETS.update({"fig4": {"epochs": 5}})\nPRESETS["fig1"]["lr"] = 0.1\n_BASE = PRESETS["fig2"]\n\n\n'
+           'def add(presets, sizes):\n    presets.update(sizes)\n\n\n'
+           'def preset(name):\n    return PRESETS[name]\n\n\ndef base():\n    return _BASE\n\n\n'
+           'add(PRESETS, {"dry": 1})\n')
+    main.write_text(src)
+    figs = ("fig1", "fig2", "fig3", "fig4", "fig5")
+    units = [(str(main), f"{tracing.ENTRY}PRESETS[{f}]") for f in figs] + [(str(main), q) for q in ("preset", "base")]
+
+    def changed(text: str) -> set[str]:
+        main.write_text(src)
+        before = {k.split("::")[1].removeprefix(tracing.ENTRY): v for k, v in tracing.code_hashes(units).items()}
+        main.write_text(text)
+        after = {k.split("::")[1].removeprefix(tracing.ENTRY): v for k, v in tracing.code_hashes(units).items()}
+        return {k for k in before if before[k] != after[k]}
+
+    main.write_text(src)
+    assert tracing.code_hashes(units[4:5]) == {f"{main}::{tracing.ENTRY}PRESETS[fig5]": "missing"}
+    assert changed(src.replace('"fig1": {"epochs": 2}', '"fig1": {"epochs": 9}')) == {"PRESETS[fig1]"}
+    assert changed(src.replace('["lr"] = 0.1', '["lr"] = 0.2')) == {"PRESETS[fig1]"}
+    assert changed(src.replace("_with(3)", "_with(7)")) == {"PRESETS[fig2]", "base"}
+    assert changed(src.replace('return {"epochs": epochs}', 'return {"epochs": epochs + 1}')) == {
+        "PRESETS[fig2]", "base"}
+    assert changed(src.replace('{"epochs": 4}', '{"epochs": 8}')) == {"PRESETS[fig3]"}
+    assert changed(src.replace('{"epochs": 5}', '{"epochs": 6}')) == {"PRESETS[fig4]"}
+    assert changed(src.replace('{"dry": 1}', '{"dry": 2}')) == {f"PRESETS[{f}]" for f in figs[:4]} | {"base"}
+    assert changed(src.replace('PRESETS["fig3"] =', 'PRESETS["fig5"] = {}\nPRESETS["fig3"] =')) == {"PRESETS[fig5]"}
+    assert changed(src.replace('PRESETS["fig3"] = {"epochs": 4}\n', "")) == {"PRESETS[fig3]"}
+    main.write_text(src.replace('PRESETS["fig3"] = {"epochs": 4}\n', ""))
+    assert tracing.code_hashes(units[2:3])[f"{main}::{tracing.ENTRY}PRESETS[fig3]"] == "missing"
+
+
+def _in_copy(units: list[tuple[str, str]], pkg: Path) -> list[tuple[str, str]]:
+    """The package's units, named in a copy of the package made by :func:`_copy_package`."""
+    real = str(Path(ed.__file__).resolve().parent)
+    return [(f.replace(real, str(pkg / "ensdiv"), 1), q) for f, q in units if f.startswith(real)]
+
+
+def test_a_new_page_changes_no_other_pages_preset_unit(tmp_path, monkeypatch):
+    """``ensdiv new-page`` inserts its preset into the chapter's module: every other preset of the chapter, the
+    chapter's ``preset()`` and its module unit hash as before (so no other page's record is stale)."""
+    from ensdiv.book import newpage
+    from ensdiv.chapters import sed
+
+    pkg = _copy_package(tmp_path)
+    monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg / "ensdiv"))
+    file = pkg / "ensdiv" / "chapters" / "sed" / "__init__.py"
+    units = [(str(file), f"{tracing.ENTRY}PRESETS[{name}]") for name in sed.PRESETS]
+    units += [(str(file), "preset"), (str(file), "<module>")]
+    before = tracing.code_hashes(units)
+    newpage._insert_preset(file, "sed/fig09_new_figure")
+    assert tracing.code_hashes(units) == before and "missing" not in before.values()
+    new = tracing.code_hashes([(str(file), f"{tracing.ENTRY}PRESETS[sed/fig09_new_figure]")])
+    assert set(new.values()) != {"missing"}
+
+
+@pytest.mark.kernel
+def test_a_page_records_its_own_preset_not_its_chapters(tmp_path, monkeypatch):
+    """A page that resolves its preset notes that preset's entry unit, and no unit whose hash covers the chapter's
+    whole ``PRESETS``: an edit to another page's preset of the chapter leaves every unit it recorded as it was,
+    an edit to its own changes its entry."""
+    from ensdiv.chapters import sed
+
+    log = tmp_path / "page.log"
+    code = "from ensdiv.chapters import sed as ch\ncfg = ch.preset('tab01_unique', 'smoke', verbose=False)\n"
+    env = {**os.environ, tracing.LOG_ENV: str(log), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop(tracing.ROOTS_ENV, None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    real = str(Path(sed.__file__).resolve())
+    entry = f"{tracing.ENTRY}PRESETS[sed/tab01_unique]"
+    assert (real, entry) in tracing.read_log(log)
+    pkg = _copy_package(tmp_path)
+    monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg / "ensdiv"))
+    units = _in_copy(tracing.read_log(log), pkg)
+    file = pkg / "ensdiv" / "chapters" / "sed" / "__init__.py"
+    text = file.read_text()
+    before = tracing.code_hashes(units)
+    file.write_text(text + '\nPRESETS["sed/tab02_generalisation"]["cpu"]["n_resamples"] = 7\n')
+    assert tracing.code_hashes(units) == before
+    file.write_text(text + '\nPRESETS["sed/tab01_unique"]["cpu"]["n_resamples"] = 7\n')
+    after = tracing.code_hashes(units)
+    assert {k for k in before if after[k] != before[k]} == {f"{file}::{entry}"}

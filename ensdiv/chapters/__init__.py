@@ -80,6 +80,8 @@ def preset(name: str, scale: str = "cpu", /, *, verbose: bool = True, **override
     """The preset ``"<slug>/<stem>"`` resolved at ``scale`` (see :func:`ensdiv.config.resolve_preset`); only the
     chapter of ``slug`` is imported."""
     slug = name.split("/", 1)[0]
-    if slug not in SLUGS:
-        raise unknown_name("preset", name, _all_presets())
-    return chapter_preset(slug, _all_presets(slug), name, scale, verbose=verbose, **overrides)
+    if slug in SLUGS:
+        for module in _modules(slug):
+            if name in module.PRESETS:
+                return chapter_preset(slug, module.PRESETS, name, scale, verbose=verbose, **overrides)
+    raise unknown_name("preset", name, _all_presets())
