@@ -837,10 +837,11 @@ def _keyed_refs(node: ast.AST) -> set[tuple[str, str]]:
 
 
 def _entry_nodes(stmts: list[ast.AST], name: str, key: str) -> list[ast.AST] | None:
-    """The parts of the statements that build ``name`` which make its entry ``key``: that key's value in a dict
-    literal (``name = {...}``, ``name.update({...})``), a statement on ``name["key"]``, and every statement that
-    touches all entries (a loop over them, ``add_dry_blocks(name, ...)``, a dict built otherwise). None when no
-    statement makes the entry (it is missing)."""
+    """The parts of the statements that build ``name`` which make its entry ``key``: that
+    key's value in a dict literal with constant keys (``name = {...}``, ``name.update({...})``), a statement on
+    ``name["key"]``, and every statement that cannot be tied to other keys (a loop over the entries,
+    ``add_dry_blocks(name, ...)``, a literal with computed keys, a comprehension): those are part of every entry.
+    None when no statement can make the entry (it is missing)."""
     out: list[ast.AST] = []
     made = False
     for stmt in stmts:
@@ -869,11 +870,12 @@ def _entry_nodes(stmts: list[ast.AST], name: str, key: str) -> list[ast.AST] | N
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             owner = stmt.value.func
         at = _key_of(owner, name) if owner is not None else None
-        if at is None:
+        if at is None:  # not tied to one key: part of every entry, and it may be what makes this one
             out.append(stmt)
+            made = True
         elif at == key:
             out.append(stmt)
-            made = made or (isinstance(owner, ast.Subscript) and isinstance(owner.value, ast.Name))
+            made = True
     return out if made else None
 
 

@@ -214,25 +214,25 @@ def _merge(*specs: dict) -> dict:
 # the glyph source renders them, analysis.transfer_candidates would exclude it)
 _DOWN_MODELS = [BASE, "arch/vit", "framework/resnet-simclr-ft", "reinit/resnet-s1", "dataset/resnet-letters-ft"]
 PRESETS: dict = {
-    f"{SLUG}/fig01_error_inconsistency": _merge(_COMMON),
-    f"{SLUG}/fig02_ensemble_accuracy": _merge(_COMMON, {"common": {"ci": 0.90}}),
-    f"{SLUG}/fig03_specialization_angles": _merge(_COMMON, _PAIRS, {"common": {"bins": 30}}),
-    f"{SLUG}/fig04_per_class_specialization": _merge(_COMMON, _PAIRS, {"common": {"n_perm": 1000},
+    "training-methods/fig01_error_inconsistency": _merge(_COMMON),
+    "training-methods/fig02_ensemble_accuracy": _merge(_COMMON, {"common": {"ci": 0.90}}),
+    "training-methods/fig03_specialization_angles": _merge(_COMMON, _PAIRS, {"common": {"bins": 30}}),
+    "training-methods/fig04_per_class_specialization": _merge(_COMMON, _PAIRS, {"common": {"n_perm": 1000},
                                                                "smoke": {"n_perm": 50}}),
     # low_gap / low_mode: the low models make >= 1.315 x the errors of the least accurate high model (the paper's
     # BiT-1k 82.85 % vs 77.44 %, carried over as a ratio of errors); smoke: any model below the high ones
-    f"{SLUG}/fig05_greedy_low_accuracy": _merge(_COMMON, {
+    "training-methods/fig05_greedy_low_accuracy": _merge(_COMMON, {
         "common": {"n_high": 3, "low_gap": round(PAPER_LOW_ERROR_RATIO, 4), "low_mode": "error_ratio", "max_size": 5},
         "smoke": {"n_high": 2, "low_gap": 0.0, "low_mode": "points"}}),
     # paper: §4.6 pairs the base with ResNet-50, EfficientNet-B0 and CLIP-S (one model per category)
-    f"{SLUG}/fig06_feature_overlap": _merge(_COMMON, _PROBE, _PAIRS, {
+    "training-methods/fig06_feature_overlap": _merge(_COMMON, _PROBE, _PAIRS, {
         "paper": {"prefer_arch": "EfficientNet-B0", "per_category": 1}}),
-    f"{SLUG}/fig07_downstream_transfer": _merge(_COMMON, _PROBE, {
+    "training-methods/fig07_downstream_transfer": _merge(_COMMON, _PROBE, {
         "common": {"downstream_set": "pretrain/digits", "down_models": _DOWN_MODELS},
         "paper": {"down_models": PAPER_DOWN_MODELS},  # §4.7's three; [] = every model with role 'high'
         "types": {"down_models": list[str]}}),
-    f"{SLUG}/fig08_pair_counts": _merge(_COMMON),
-    f"{SLUG}/tabA_model_table": _merge(_COMMON),
+    "training-methods/fig08_pair_counts": _merge(_COMMON),
+    "training-methods/tabA_model_table": _merge(_COMMON),
 }
 # a dry run of the paper presets (ensdiv run --dry-run): the fake folder of DRY_POPULATION, small probes
 add_dry_blocks(PRESETS, {"n_resamples": 200, "n_perm": 50, "draws": 1, "probe_iter": 10, "k_step": 4,
