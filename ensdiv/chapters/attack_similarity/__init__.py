@@ -385,8 +385,7 @@ _WITHIN = {"smoke": {"base_models": ["arch/mlp"], "variants": _SMOKE_VARIANTS},
 PRESETS["attack-similarity/figD2_similarity_matrix"]["paper"].update(
     {k: v for k, v in {**_ZOO["common"], **_ZOO["paper"]}.items() if k != "seed"})
 PRESETS.update({
-    # null_draws: draws of the variants (and models) dealt into random groups
-    "attack-similarity/tabD1_within_architecture": _zoo(**{s: {**v, "null_draws": 200} for s, v in _WITHIN.items()}),
+    "attack-similarity/tabD1_within_architecture": _zoo(**_WITHIN),
     "attack-similarity/fig02_similarity_vs_err": _zoo(common={"ci": 0.90}),
     # null_draws: draws of the dealt-clusters null (each draws the ensembles anew); cpu 100 (about 2 s a draw: 200
     # were 6 of the page's minutes; #53's budget), which still resolves a tail share of 1 % (1/101)
