@@ -84,16 +84,17 @@ def compare(run_a: Path, run_b: Path) -> dict[str, Any]:
     rows = []
     for key in sorted(ra.keys() | rb.keys()):
         a, b = ra.get(key), rb.get(key)
-        name = " · ".join(k for k in key if k)
+        ids = {"claim": " · ".join(k for k in key if k), "paper": key[0], "item": key[1], "claim_id": key[2]}
         if a is None or b is None:
-            rows.append({"claim": name, "a": a and a["verdict"], "b": b and b["verdict"], "same": False,
+            rows.append({**ids, "a": a and a["verdict"], "b": b and b["verdict"], "same": False,
                          "why": "only in one run"})
             continue
         same = a["verdict"] == b["verdict"]
-        rows.append({"claim": name, "a": a["verdict"], "b": b["verdict"], "same": same,
+        rows.append({**ids, "a": a["verdict"], "b": b["verdict"], "same": same,
                      "why": "" if same else why_moved(a, b)})
     both = [r for r in rows if r["why"] != "only in one run"]
-    return {"run_a": str(run_a), "run_b": str(run_b), "claims": len(both),
+    scales = sorted({str(r.get("scale")) for r in (*ra.values(), *rb.values()) if r.get("scale")})
+    return {"run_a": str(run_a), "run_b": str(run_b), "scale": ", ".join(scales) or None, "claims": len(both),
             "same": sum(r["same"] for r in both), "only_in_one": len(rows) - len(both),
             "share_same": round(sum(r["same"] for r in both) / len(both), 3) if both else None, "rows": rows}
 

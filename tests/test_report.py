@@ -123,6 +123,7 @@ def test_verdict_counts_against_every_check_the_claim_has():
     assert verdict([P, P], scale="cpu", total=3) == "holds"
 
 
+@pytest.mark.slow
 def test_holm_agrees_with_statsmodels():
     from statsmodels.stats.multitest import multipletests
 
@@ -632,6 +633,68 @@ def test_unknown_paper():
     with pytest.raises(EnsdivError, match="packed-ensembles") as err:
         _claim(paper="packed_ensembles")
     _bad_input(err)
+
+
+# --- verdicts a second, independent run did not keep --------------------------------------------------------------
+def _stability(tmp_path, record):
+    """A project folder whose ``benchmarks/results/book.json`` holds ``record`` as its recorded comparison."""
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "results" / "book.json").write_text(json.dumps({"verdict_stability": record}))
+    return tmp_path
+
+
+def test_a_verdict_moved_in_an_independent_run_is_marked_on_its_page_and_the_claims_page(build, monkeypatch):
+    """The comparison ``bench_book.py --compare`` records names two moved claims: one whose check sat near its
+    bound (fragile) and one whose gate moved; a third claim kept its verdict and a fourth was in one run only. The
+    page's verdict box and its claims-page row say so for the two that moved, and for nothing else."""
+    from ensdiv.book import site
+
+    near = "near its boundary: x below y (pass → inconclusive)"
+    root = _stability(build, {"scale": "cpu", "moved": [
+        {"paper": "sed", "item": "Fig. 3", "claim_id": "", "a": "holds", "b": "inconclusive", "why": near},
+        {"paper": "sed", "item": "Tab. 1", "claim_id": "", "a": "holds", "b": "not testable at this scale",
+         "why": "gate: members trained (pass → fail)"},
+        {"paper": "sed", "item": "Fig. 9", "claim_id": "", "a": "holds", "b": None, "why": "only in one run"}]})
+    moved = site.moved_claims("cpu", root=root)
+    assert moved == {
+        ("sed", "Fig. 3", ""): f"fragile: moved in an independent run (holds → inconclusive; {near})",
+        ("sed", "Tab. 1", ""): "moved in an independent run (holds → not testable at this scale; gate: members "
+                               "trained (pass → fail))"}
+    pages = []
+    for item in ("Fig. 3", "Tab. 1", "Fig. 4"):
+        monkeypatch.setenv("ENSDIV_NOTEBOOK", f"notebooks/sed/{item[-1]}.ipynb")
+        made = _claim(paper="sed", item=item, checks=[report.less("x", "y")], ours={"x": 1, "y": 2})
+        pages.append(site._mark_moved(report.PageRun(f"notebooks/sed/{item[-1]}.ipynb", "ok",
+                                                     records=[made.record()]), moved))
+    assert f"Fragile: moved in an independent run (holds → inconclusive; {near})." in report.verdict_box(pages[0])
+    assert "Moved in an independent run (holds → not testable" in report.verdict_box(pages[1])
+    assert "independent run" not in report.verdict_box(pages[2])
+    rows = {n: line for line in report.claims_page("cpu", pages).splitlines()
+            for n in "134" if f"</notebooks/sed/{n}>" in line}
+    assert "— fragile: moved in an independent run (holds → inconclusive" in rows["3"]
+    assert "— moved in an independent run (holds → not testable" in rows["1"]
+    assert "independent run" not in rows["4"]
+
+
+@pytest.mark.parametrize("stability", [
+    None,  # no comparison recorded
+    "not a mapping",
+    {"scale": "smoke", "moved": [{"paper": "sed", "item": "Fig. 3", "a": "holds", "b": "fails", "why": "x"}]},
+    {"scale": "cpu", "moved": ["not a row", {"item": "Fig. 3", "why": "x"}]},  # rows without a claim's key
+])
+def test_no_comparison_of_claims_at_the_books_scale_marks_nothing(build, stability):
+    from ensdiv.book import site
+
+    assert site.moved_claims("cpu", root=_stability(build, stability)) == {}
+
+
+def test_an_unreadable_comparison_marks_nothing(build):
+    from ensdiv.book import site
+
+    (build / "benchmarks" / "results").mkdir(parents=True)
+    (build / "benchmarks" / "results" / "book.json").write_text("{not json")
+    assert site.moved_claims("cpu", root=build) == {}
+    assert site.moved_claims("cpu", root=build / "missing") == {}
 
 
 # --- chapter landing pages ---------------------------------------------------------------------------------------

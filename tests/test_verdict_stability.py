@@ -16,7 +16,7 @@ _spec.loader.exec_module(vs)
 
 def _record(verdict, *, ours="pass", p=0.01, interval=(0.5, 1.5), counted=True, excluded="", gate="pass",
             item="Fig. 1"):
-    return {"paper": "sed", "item": item, "claim_id": None, "verdict": verdict,
+    return {"paper": "sed", "item": item, "claim_id": None, "verdict": verdict, "scale": "cpu",
             "gates": [{"name": "members trained", "ours": gate}],
             "checks": [{"name": "a beats b", "ours": ours, "p": p, "p_fail": 0.9, "interval": list(interval),
                         "counted": counted, "excluded": excluded}]}
@@ -43,6 +43,9 @@ def test_compare_counts_the_same_and_the_moved_claims(monkeypatch, tmp_path):
     monkeypatch.setattr(vs, "records_of", lambda run: runs[run])
     out = vs.compare(tmp_path / "a", tmp_path / "b")
     assert (out["claims"], out["same"], out["only_in_one"], out["share_same"]) == (2, 1, 1, 0.5)
+    assert out["scale"] == "cpu"  # the book marks moved claims at this scale only (ensdiv.book.site.moved_claims)
+    assert [(r["paper"], r["item"], r["claim_id"]) for r in out["rows"]] == [
+        ("sed", "Fig. 1", ""), ("sed", "Fig. 2", ""), ("sed", "Fig. 3", "")]
     assert vs.table(out["rows"]).splitlines() == [
         "sed · Fig. 2: holds → inconclusive (near its boundary: a beats b (pass → inconclusive))",
         "sed · Fig. 3: holds → None (only in one run)"]

@@ -313,6 +313,46 @@ def _row_note(stamp: object, used: object, imported: dict[str, dict]) -> str:
     return "; ".join(x for x in (explored, entries) if x)
 
 
+#: where ``benchmarks/bench_book.py --compare`` records two independent runs' verdicts, claim by claim
+STABILITY = Path("benchmarks/results/book.json")
+
+
+def moved_claims(scale: str, root: Path | None = None) -> dict[tuple[str, str, str], str]:
+    """The claims whose verdict moved between two independent runs of the book at ``scale`` (the comparison
+    ``benchmarks/bench_book.py --compare`` recorded under ``verdict_stability``), by ``(paper, item, claim_id)``,
+    each with the phrase its page and the claims page show: *fragile* when a check sat near its bound in one of the
+    runs, the reason otherwise. ``{}`` when no comparison at ``scale`` is recorded or the record cannot be read.
+
+    >>> moved_claims("smoke", root=Path("/nonexistent"))
+    {}
+    """
+    try:
+        record = json.loads((Path(root or project_root()) / STABILITY).read_text()).get("verdict_stability") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(record, dict) or record.get("scale") != scale:
+        return {}
+    out = {}
+    for row in record.get("moved") or []:
+        if not isinstance(row, dict) or not row.get("paper") or row.get("why") == "only in one run":
+            continue
+        why = str(row.get("why") or "")
+        head = "fragile: moved in an independent run" if why.startswith("near its boundary") else \
+            "moved in an independent run"
+        out[(row["paper"], row.get("item") or "", row.get("claim_id") or "")] = \
+            f"{head} ({row.get('a')} → {row.get('b')}; {why})"
+    return out
+
+
+def _mark_moved(page: PageRun, moved: dict[tuple[str, str, str], str]) -> PageRun:
+    """``page`` with each claim record that moved in the recorded independent run carrying its ``moved`` phrase."""
+    if not moved or not page.records:
+        return page
+    records = [{**r, "moved": moved[k]} if (k := (r["paper"], r["item"], r.get("claim_id") or "")) in moved else r
+               for r in page.records]
+    return dataclasses.replace(page, records=records)
+
+
 def _page(executed: Path, notebook: str, scale: str) -> PageRun:
     """:func:`ensdiv.book.stamps.page_run`, with a malformed record a failed page rather than the book's end."""
     try:
@@ -382,7 +422,9 @@ def _build_book(*, scale: str, force: bool, html_only: bool, root: Path | None,
     files.update(_tree(root / "book", Path("book")))
     # every page as its executed copy shows it (status and promoted records), whatever this build ran; a copy
     # that cannot be read or presented fails its page in one sentence, and the book goes on
-    pages = [_page(executed / nb.relative_to(root), nb.relative_to(root).as_posix(), scale) for nb in notebooks]
+    moved = moved_claims(scale, root)  # verdicts a recorded second run did not keep: marked on both pages
+    pages = [_mark_moved(_page(executed / nb.relative_to(root), nb.relative_to(root).as_posix(), scale), moved)
+             for nb in notebooks]
     imported = imported_entries(default_store())
     presented = build_dir() / "presented" / scale
     for i, (nb, page) in enumerate(zip(notebooks, pages, strict=True)):

@@ -99,7 +99,7 @@ def _claim_rows(pages: Sequence[PageRun]) -> list[dict[str, str]]:
         for r in sorted(page.records, key=lambda r: (r["paper"], r["item"], r.get("claim_id") or "")):
             rows.append({"paper": r["paper"], "page": _page_link(page.notebook, r["item"]), "claim": r["claim"],
                          "verdict": r["verdict"], "strength": _strength(r), "key": _key_numbers(r, 3) + note,
-                         "why": r.get("undecided") or ""})
+                         "why": r.get("undecided") or "", "moved": r.get("moved") or ""})
         if not page.records:  # a page of measurements or a worked example: listed, with no verdict to show
             rows.append({"paper": Path(page.notebook).parent.name, "verdict": "no claim", "strength": "",
                          "page": _page_link(page.notebook, Path(page.notebook).stem), "key": note.strip(" ()"),
@@ -201,10 +201,12 @@ def claims_page(scale: str, pages: Sequence[PageRun]) -> str:
 
 
 def _key_cell(row: Mapping[str, str]) -> str:
-    """A claims-page row's last cell: the key number (all of it for a page that failed or did not run) and, for a
-    claim not decided, why (a premise the scale fails, a gate, too few seeds), as its record says."""
+    """A claims-page row's last cell: the key number (all of it for a page that failed or did not run), for a
+    claim not decided, why (a premise the scale fails, a gate, too few seeds), as its record says, and for a claim
+    whose verdict moved in a recorded independent run, that it did."""
     key = row["key"].split("; ")[0] if row["verdict"] not in ("failed", "not run") else row["key"]
-    return key + (f" — why: {row['why']}" if row.get("why") else "")
+    why = f" — why: {row['why']}" if row.get("why") else ""
+    return key + why + (f" — {row['moved']}" if row.get("moved") else "")
 
 
 def slug_anchor(text: str) -> str:
@@ -295,6 +297,8 @@ def verdict_box(page: PageRun, *, target: str | None = None) -> str:
         lines += [f"**{r['verdict']}** ({_strength(r).split(';')[0]}) — {r['claim']}", ""]
         if r.get("undecided"):
             lines += [f"Not decided: {r['undecided']}.", ""]
+        if r.get("moved"):  # set by the book from a recorded second run (ensdiv.book.site.moved_claims)
+            lines += [f"{r['moved'][0].upper()}{r['moved'][1:]}.", ""]
         numbers = _key_numbers(r)
         if numbers:
             lines += [numbers, ""]
