@@ -231,6 +231,7 @@ def test_pgd_with_an_input_pipeline_matches_torchattacks_on_the_wrapped_model():
     assert torch.allclose(ours, theirs, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_torchattacks_apgd_ce_and_autoattack_through_run_attack(trained):
     pytest.importorskip("torchattacks")
     model, x, y = trained

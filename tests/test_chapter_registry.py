@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 import ensdiv as ed
 from ensdiv.book import site, toc_notebooks
 from ensdiv.chapters import CHAPTERS, list_presets
@@ -39,6 +41,7 @@ def test_every_chapter_has_the_same_preset_signature():
     assert len(set(sig.values())) == 1, sig
 
 
+@pytest.mark.slow
 def test_each_chapter_module_is_listed_under_its_own_slug():
     """The package names each chapter's modules without importing them (:data:`ensdiv.chapters.SLUGS`); every
     module's own ``SLUG`` must agree, and importing the package imports no chapter."""

@@ -23,6 +23,7 @@ TINY = {"member_model": "test_resnet", "member_kwargs": {}, "members": 2, "lam":
         "train_subset": 64, "epochs": 2, "batch_size": 16, "lr": 1e-3, "augment": "none", "seed": 0}
 
 
+@pytest.mark.slow
 def test_divergence_is_recorded_not_raised(tmp_store, monkeypatch):
     calls = {"n": 0}
 
@@ -76,6 +77,7 @@ def _naive_saliency_variance(members, x, y) -> torch.Tensor:
     return torch.stack(per_sample).mean()
 
 
+@pytest.mark.slow
 def test_attribution_penalty_through_the_recipe_path(tmp_store):
     """Eq. 8 as an ordinary Joint recipe: the stack's training loss is (1/M) Σ CE − λ A on the batch's inputs."""
     recipe = ch.joint_recipe(TINY, ch.ATTRIBUTION_LOSS, 0.1, epochs=1)
@@ -342,6 +344,7 @@ def test_landing_page_budget_table_matches_the_cpu_presets():
 
 
 # ---- the training half at paper scale: streamed from an ImageNet-layout folder (issue #29) ---------------------
+@pytest.mark.slow
 def test_paper_supernet_and_subnetworks_train_from_an_imagenet_folder(fake_imagenet_train):
     # the paper preset of Fig. 8 unchanged except for sizes: imagenet/train read by DataLoader, "flipcrop" (the
     # timm transform's own crop and flip), progressive shrinking, then sub-networks with BN recalibrated on

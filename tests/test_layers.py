@@ -112,6 +112,7 @@ def test_layer_walk_catches_a_violation(tmp_path):
     assert found == [("predict", True), ("chapters", False)]
 
 
+@pytest.mark.slow
 def test_registries_are_complete_in_a_fresh_interpreter():
     code = (
         "import ensdiv as ed\n"

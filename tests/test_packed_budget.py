@@ -85,6 +85,7 @@ def test_budget_curve_rejects_a_budget_below_one_epoch():
         ch.budget_curve(cfg, epochs=[])
 
 
+@pytest.mark.slow
 def test_budget_curve_trains_each_budget_as_its_own_run_and_scores_validation(tmp_path, monkeypatch):
     monkeypatch.setenv("ENSDIV_CACHE", str(tmp_path))
     cfg = ch.preset("tab01_efficient_ensembles", "smoke", verbose=False)
@@ -220,6 +221,7 @@ def test_converged_premise_reads_the_plateau_test_and_names_its_sentence():
     assert ch.unmet([ch.converged_premise(flat, 2)]) == ""
 
 
+@pytest.mark.slow
 def test_a_page_reading_table1s_models_reads_their_convergence(tmp_path, monkeypatch):
     paper = ch.preset("tab02_imagenet_ood_shift", "paper", verbose=False)
     assert ch.converged_for(paper).met  # the reference schedules: no curve to read

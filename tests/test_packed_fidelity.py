@@ -364,6 +364,7 @@ def test_timing_pages_need_two_rounds_at_least():
         ch.preset("appH_training_speed", "cpu", verbose=False, repeats=1)
 
 
+@pytest.mark.slow
 def test_speed_table_times_on_the_cpu_in_16_bits_and_restores_the_model():
     net = ch.build_method("packed", arch="test", num_classes=10, in_chans=1, img_size=28, num_estimators=2)
     df = ch.speed_table({"pe": net}, (1, 28, 28), device="cpu", batch_size=2, repeats=1,

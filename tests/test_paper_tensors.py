@@ -199,6 +199,7 @@ def test_unknown_split_name_is_rejected_by_the_registry(data_root):
 
 
 # ---- the Packed-Ensembles chapter's paper path on the fake files ---------------------------------
+@pytest.mark.slow
 def test_packed_ensembles_paper_path_runs_on_fake_cifar(data_root, tmp_store, capsys):
     import ensdiv as ed
     from ensdiv.chapters import packed_ensembles as ps
@@ -225,6 +226,7 @@ def test_packed_ensembles_paper_path_runs_on_fake_cifar(data_root, tmp_store, ca
         assert out.shape[-1] == 10
 
 
+@pytest.mark.slow
 def test_appF_paper_path_builds_cifar100_models_and_a_packed_condition(data_root, tmp_store):
     """App. F at paper scale (CIFAR-100, as the appendix): every member is built from the data's shape
     (3 channels, 32 px, 100 classes), and one condition is the members of one PE model."""

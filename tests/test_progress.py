@@ -47,6 +47,7 @@ def _run_as_a_page(code: str):
                           env={**os.environ, "ENSDIV_PROGRESS": "lines"}, check=True)
 
 
+@pytest.mark.slow
 def test_library_warnings_reach_a_page_once_as_a_note_without_paths():
     """On an executed page (ENSDIV_PROGRESS=lines) a warning of the library is shown once, as a note with the
     message only; a third-party warning is left as Python shows it."""
@@ -66,6 +67,7 @@ def test_library_warnings_reach_a_page_once_as_a_note_without_paths():
     assert "ensdiv/" not in out.stdout and "UserWarning: not ours" in out.stderr
 
 
+@pytest.mark.slow
 def test_an_undefined_metric_raised_for_the_callers_line_is_still_a_note():
     """The SAT score of two models sharing no correct input warns with stacklevel pointing at the caller (a
     notebook cell, outside the package): its own class, UndefinedMetricWarning, keeps it a note without the

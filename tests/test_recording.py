@@ -243,6 +243,7 @@ def _spawned_work():
     rec_spawn.in_child()
 
 
+@pytest.mark.slow
 def test_a_spawned_process_reports_the_units_it_ran(lab, tmp_path):
     """A process spawned while an entry computes (a ``DataLoader`` worker under the spawn start method) appends
     what it runs to the recorder's log: the record holds the child's function. Before, spawned workers were in
@@ -304,6 +305,7 @@ def test_an_entry_of_an_older_recorder_is_recomputed(tmp_path):
     assert store.stale_reason("k", {"a": 1}) == "it was recorded by an older recorder (ensdiv.tracing)"
 
 
+@pytest.mark.slow
 def test_fashion_mnist_code_after_the_fingerprint_is_in_the_model_and_its_predictions(tmp_path):
     """The reliability probe's case on a copy of the package: inverting every image in ``_load_raw`` after the
     bytes are fingerprinted leaves the key as it was; the model and its predictions must not be served. Before,
@@ -338,6 +340,7 @@ def test_a_page_log_names_the_sources_its_kernel_compiled_and_an_edit_since_refu
     assert tracing.edited_while_running(tmp_path / "missing.log") is None
 
 
+@pytest.mark.slow
 def test_a_package_module_run_with_python_dash_m_runs():
     """runpy executes a module's code without the import hook's counters: before, ``python -m ensdiv.book.cli``
     failed at its first call with ``NameError: name '__ensdiv_seen__' is not defined``."""

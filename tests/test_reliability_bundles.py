@@ -190,6 +190,7 @@ def _zeros_bundle(path: Path, mib: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_with_a_consistent_manifest_is_refused_after_one_chunk_in_bounded_memory(tmp_path):
     """The probe's bomb, at 256 MiB: refused on its first chunk (no entry header), nothing left in the store, and
     the importing process grows by far less than the member (it used to read it whole, twice)."""

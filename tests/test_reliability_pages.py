@@ -568,6 +568,7 @@ def test_the_estimate_prefers_the_one_run_record_of_a_page_over_the_older_one(tm
         book_run.recorded_seconds.cache_clear()
 
 
+@pytest.mark.slow
 def test_a_build_folder_probe_writes_bytes_so_a_disk_that_takes_no_more_fails_it(tmp_path):
     """An empty probe file is made even where no byte fits (a full disk); the probe writes a block, so the
     build folder's check fails there. Simulated with a file-size limit of 0 bytes in a child process."""

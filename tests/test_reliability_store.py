@@ -132,6 +132,7 @@ with store.computing("preds", {"name": "shared"}) as done:
 """
 
 
+@pytest.mark.slow
 def test_a_second_process_waits_for_the_first_and_serves_what_it_saved(tmp_store, capsys):
     import subprocess
     import sys

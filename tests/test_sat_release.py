@@ -189,6 +189,7 @@ def test_spectral_bad_readings_are_one_sentence():
         spectral_clusters(a, n_clusters=2, n_init=0)
 
 
+@pytest.mark.slow
 def test_default_reading_recovers_the_legible_clusters_of_table_2():
     """The shipped release data + the default reading of App. C give exactly Tab. 2's clusters 7-10."""
     from sklearn.metrics import adjusted_rand_score

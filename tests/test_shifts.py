@@ -109,6 +109,7 @@ def test_renditions_by_hand():
     assert sil[0, 0, 5, 5] > 0.99 and sil[0, 0, 0, 0] < 1e-3
 
 
+@pytest.mark.slow
 def test_fashion_r_mixes_styles_and_single_styles():
     ts = get_dataset("fmnist-r")
     _check(ts, 10000)

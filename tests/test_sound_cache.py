@@ -64,6 +64,7 @@ def reasons():
 """
 
 
+@pytest.mark.slow
 def test_an_edit_to_training_code_recomputes_the_model_and_its_predictions(tmp_path):
     """Train a model and predict with it; then, on the sources as edited on disk: a docstring, a comment, a new
     function in a metric module and a new import change nothing; a statement added to the training loop makes the
@@ -109,6 +110,7 @@ print(json.dumps([before, reasons()]))
     assert json.loads(lines[-1])[1] == {"model": None, "predictions": None}
 
 
+@pytest.mark.slow
 def test_a_changed_default_changes_the_key(tmp_path):
     """A field at its default is part of the key (no field drops out at its default any more): flipping
     ``Optim.nesterov``'s default changes the key of every recipe that leaves it unset, so its model is a miss.

@@ -45,6 +45,7 @@ def test_bad_arguments_are_one_sentence():
         inference_throughput(_net(), (1, 4, 4), repeats=0)
 
 
+@pytest.mark.slow
 def test_rounds_time_each_model_in_its_own_process_in_rotating_order():
     """Two models, one doing ~16x the other's work: every round times both once, the order rotates, each was
     warmed up, training is timed when asked, and the heavy model is slower in every round."""
@@ -91,6 +92,7 @@ _MALLINFO = textwrap.dedent("""
 
 @pytest.mark.skipif(not GLIBC, reason="mallopt and mallinfo2 are glibc's")
 @pytest.mark.parametrize("mode, expected", [("default", "None 16781312"), ("steady", "True 0")])
+@pytest.mark.slow
 def test_steady_allocator_serves_a_16_mib_block_from_the_heap(mode, expected):
     """A fresh process maps a 16 MiB block (glibc's default threshold is 128 KiB until a large block is freed);
     after steady_allocator the same block comes from the heap (threshold 32 MiB): hblkhd grows by 16 MiB + one

@@ -45,6 +45,7 @@ def _weights(model):
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
+@pytest.mark.slow
 def test_a_full_model_trains_from_a_folder_and_is_cached_by_its_files(fake, monkeypatch):
     recipe = _recipe()
     init = train_build.build_model(recipe, **STREAM_SHAPE)
@@ -68,6 +69,7 @@ def test_a_full_model_trains_from_a_folder_and_is_cached_by_its_files(fake, monk
     assert model_cache_config(recipe)["data"]["imagenet/train"] != key["data"]["imagenet/train"]
 
 
+@pytest.mark.slow
 def test_a_folder_and_the_same_images_in_memory_train_to_the_same_weights(fake):
     """One training loop: only the batch source differs (a deterministic transform makes them comparable)."""
     model = ed.create_model("test_convnext2", **STREAM_SHAPE)
@@ -91,6 +93,7 @@ def test_a_folder_and_the_same_images_in_memory_train_to_the_same_weights(fake):
     torch.testing.assert_close(_weights(m), trained[0])
 
 
+@pytest.mark.slow
 def test_an_interrupted_folder_run_resumes_to_the_uninterrupted_weights(fake, tmp_path):
     recipe = _recipe(epochs=3)
     whole = ed.train_recipe(recipe, store=Store(tmp_path / "whole"), progress=False)
