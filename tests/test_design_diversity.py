@@ -357,3 +357,57 @@ def test_a_class_that_only_carries_its_recipe_does_not_pass_the_within_recipe_nu
     assert hits_all >= 18 and hits_within <= 2
     y = np.where(cls == "NAS", 5.0, 0.0) + np.random.default_rng(99).normal(scale=0.5, size=14)
     assert p_value(y, within) <= 0.05  # NAS against CNN inside the sgd recipe
+
+
+def _sweep(attribution, improvement, n_models=5, size=3):
+    """A sweep over every ``size``-member ensemble of ``n_models`` models, its columns functions of the members."""
+    import itertools
+
+    combos = [tuple(c) for c in itertools.combinations(range(n_models), size)]
+    return {"members": combos, "attribution_diversity": [attribution(c) for c in combos],
+            "oracle_disagreement": [float(sum(c)) for c in combos], "improvement": [improvement(c) for c in combos]}
+
+
+def test_sweep_estimates_are_figs_5_6_statistics_of_the_ensembles():
+    """r of each measure with the improvement against scipy's Pearson, the share below zero counted by hand."""
+    from scipy import stats
+
+    sweep = _sweep(lambda c: float(c[0] * c[2]), lambda c: float(c[1]) - 1.5)
+    est = ch.sweep_estimates(sweep, n_resamples=50, seed=0)
+    assert est["r_attribution"].value == pytest.approx(
+        stats.pearsonr(sweep["attribution_diversity"], sweep["improvement"])[0])
+    assert est["r_disagreement"].value == pytest.approx(
+        stats.pearsonr(sweep["oracle_disagreement"], sweep["improvement"])[0])
+    # the triples of 0..4 whose middle member is 1 sit below 1.5: (0, 1, 2), (0, 1, 3), (0, 1, 4) of ten
+    assert est["share_below_zero"].value == pytest.approx(0.3)
+    assert {e.group for e in est.values()} == {est["r_attribution"].group}  # one paired member bootstrap
+
+
+def test_sweep_nulls_deal_maps_among_models_permute_improvements_and_flip_signs():
+    """The attribution diversity says whether model 0 is in the ensemble, and so does the improvement (r = 1).
+    Dealt maps move that to one random model j: the dealt r is 1 when j = 0 and, for j != 0, the r of two
+    indicators over the ten triples of five models: (3/10 - 6/10 * 6/10) / (6/10 * 4/10) = -0.25."""
+    in0 = lambda c: float(0 in c)  # noqa: E731
+    sweep = _sweep(in0, lambda c: in0(c) + 0.5)  # every improvement positive
+    nulls = ch.sweep_nulls(sweep, 5, draws=400, seed=3)
+    dealt = np.array([float(d["r_attribution"]) for d in nulls["maps"].draws])
+    assert np.all(np.isclose(dealt, 1.0) | np.isclose(dealt, -0.25))
+    assert abs(np.isclose(dealt, 1.0).mean() - 1 / 5) < 4 * np.sqrt(0.2 * 0.8 / 400)
+    permuted = np.array([float(d["r_disagreement"]) for d in nulls["improvements"].draws])
+    assert abs(permuted.mean()) < 4 * permuted.std() / np.sqrt(400)  # a permutation's r is 0 on average
+    flipped = np.array([float(d["share_below_zero"]) for d in nulls["signs"].draws])
+    assert set(np.round(flipped * 10)) <= set(range(11))
+    assert abs(flipped.mean() - 0.5) < 4 * np.sqrt(0.25 / 10 / 400)  # each of ten signs flipped with 1/2
+    only = ch.sweep_nulls(sweep, 5, draws=400, seed=3, which=["signs"])
+    assert list(only) == ["signs"] and [float(d["share_below_zero"]) for d in only["signs"].draws] == list(flipped)
+
+
+@pytest.mark.parametrize(("sweep", "kw", "match"), [
+    ({"members": [(0, 1, 2)], "improvement": [0.1]}, {}, "no column 'attribution_diversity'"),
+    (_sweep(lambda c: 0.0, lambda c: 0.0), {"which": ["maps", "labels"]}, "Unknown sweep null 'labels'"),
+    ({k: v[:-1] for k, v in _sweep(lambda c: float(c[0]), lambda c: 0.0).items()}, {},
+     "does not hold every ensemble"),
+])
+def test_sweep_nulls_refuse_a_sweep_they_cannot_read(sweep, kw, match):
+    with pytest.raises(InvalidInputError, match=match):
+        ch.sweep_nulls(sweep, 5, draws=5, seed=0, **kw)

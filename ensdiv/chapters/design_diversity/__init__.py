@@ -35,6 +35,8 @@ from ensdiv.chapters.design_diversity.evidence import (
     member_null,
     permute_rows,
     swap_within,
+    sweep_estimates,
+    sweep_nulls,
     weighted_null,
 )
 from ensdiv.chapters.design_diversity.paper import (
@@ -65,7 +67,7 @@ __all__ = [
     "adjusted_r2", "recipe_settings", "zoo_recipes", "eval_set_key", "member_module", "member_cache_config",
     "SMOKE_ZOO", "PAPER_ZOO", "PAPER_ZOO_STANDS_FOR", "table_i_id", "nan_estimate", "member_estimates", "pearson",
     "correct", "ensemble_correct", "bootstrap_counts", "mean_estimates", "member_null", "permute_rows",
-    "swap_within", "weighted_null", "training_recipe",
+    "swap_within", "weighted_null", "sweep_estimates", "sweep_nulls", "training_recipe",
 ]  # fmt: skip
 
 SET_KEYS = ("clean", "v2", "plasma", "checkerboard", "waterdrop", "lines")

@@ -13,6 +13,8 @@ fresh ``scipy`` bootstrap per draw:
 - :func:`member_null` re-runs :func:`ensdiv.chapters.design_diversity.member_estimates` (the bootstrap over the
   members the ensembles share) on columns a page rebuilds per draw, and :func:`swap_within` is the paired
   permutation of two measures compared against one outcome;
+- :func:`sweep_estimates` and :func:`sweep_nulls` are Figs. 5-6's statistics of an ensemble sweep (each diversity
+  measure's correlation with the improvement, the share of ensembles below their best member) and their nulls;
 - :func:`member_effects` and :func:`shuffled_residuals` keep what each member brings to every pair it is in (a
   model's gradient scale in every attribution score it takes part in) and shuffle only what is left, so a null
   built with them keeps that artefact and removes the pair-by-pair agreement.
@@ -31,7 +33,8 @@ from ensdiv.chapters import design_diversity as _dd  # the package importing thi
 from ensdiv.errors import InvalidInputError
 
 __all__ = ["bootstrap_counts", "mean_estimates", "permute_rows", "member_null", "swap_within", "adjusted_r2",
-           "member_effects", "member_weights", "shuffled_residuals", "weighted_null"]
+           "member_effects", "member_weights", "shuffled_residuals", "weighted_null", "SWEEP_COLUMNS",
+           "sweep_estimates", "sweep_nulls"]
 
 _GROUPS = itertools.count()
 
@@ -244,3 +247,85 @@ def adjusted_r2(y: Any, groups: Any = None, x: Any = None) -> float:
     if ss_tot == 0 or n - k - 1 <= 0:
         return float("nan")
     return float(1.0 - (ss_res / (n - k - 1)) / (ss_tot / (n - 1)))
+
+
+#: the columns of an ensemble sweep (:func:`ensdiv.chapters.design_diversity.diversity_sweep`) Figs. 5-6 read
+SWEEP_COLUMNS = ("attribution_diversity", "oracle_disagreement", "improvement")
+
+#: Figs. 5-6's statistics over a sweep's ensembles: each diversity measure's Pearson r with the ensemble's
+#: improvement over its best member, and the share of ensembles below that member; as member-bootstrap
+#: statistics (``f(columns)``) and as :func:`weighted_null` specifications
+SWEEP_STATISTICS = {
+    "r_attribution": (lambda c: _dd.pearson(c["attribution_diversity"], c["improvement"]),
+                      ("pearson", "attribution_diversity", "improvement")),
+    "r_disagreement": (lambda c: _dd.pearson(c["oracle_disagreement"], c["improvement"]),
+                       ("pearson", "oracle_disagreement", "improvement")),
+    "share_below_zero": (lambda c: float(np.mean(c["improvement"] < 0)), ("mean", "below")),
+}
+
+
+def _sweep_columns(sweep: Any) -> dict[str, np.ndarray]:
+    missing = [k for k in ("members", *SWEEP_COLUMNS) if k not in sweep]
+    if missing:
+        raise InvalidInputError(f"The sweep has no column {missing[0]!r}; it needs members and "
+                                f"{', '.join(SWEEP_COLUMNS)} (ensdiv.chapters.design_diversity.diversity_sweep).")
+    return {k: np.asarray(sweep[k], dtype=float) for k in SWEEP_COLUMNS}
+
+
+def sweep_estimates(sweep: Any, *, n_resamples: int, seed: int) -> dict[str, ed.report.Estimate]:
+    """Figs. 5-6's statistics of one sweep (a frame or mapping with ``members`` and :data:`SWEEP_COLUMNS`, one row per
+    ensemble), each with its bootstrap over the members the ensembles share
+    (:func:`ensdiv.chapters.design_diversity.member_estimates`, paired).
+
+    Raises:
+        InvalidInputError: a column missing, in one sentence.
+    """
+    cols = _sweep_columns(sweep)
+    return _dd.member_estimates(list(sweep["members"]), cols, {k: f for k, (f, _) in SWEEP_STATISTICS.items()},
+                                n_boot=n_resamples, seed=seed)
+
+
+def sweep_nulls(sweep: Any, n_models: int, *, draws: int, seed: int,
+                which: Sequence[str] = ("maps", "improvements", "signs")) -> dict[str, ed.report.Null]:
+    """Null data of Figs. 5-6's statistics over one sweep, each through one resampling of the members for all its
+    draws (:func:`weighted_null`, ``draws`` draws and resamples):
+
+    - ``"maps"`` (``seed``): each of the ``n_models`` models' attribution maps dealt to another model at random, so an
+      ensemble takes the attribution diversity of the ensemble its dealt members form: r_attribution's null;
+    - ``"improvements"`` (``seed + 1``): the improvements permuted among the ensembles: r_disagreement's;
+    - ``"signs"`` (``seed + 2``): each improvement's sign flipped at random: share_below_zero's.
+
+    Raises:
+        InvalidInputError: a column missing, an unknown null, or a dealt ensemble the sweep does not hold.
+    """
+    cols = _sweep_columns(sweep)
+    combos = [tuple(int(m) for m in c) for c in sweep["members"]]
+    where = {tuple(sorted(c)): i for i, c in enumerate(combos)}
+    attr = cols["attribution_diversity"]
+
+    def maps(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        deal = rng.permutation(n_models)
+        try:
+            dealt = [where[tuple(sorted(deal[list(c)]))] for c in combos]
+        except KeyError:
+            raise InvalidInputError("The sweep does not hold every ensemble of its models' size, so the attribution "
+                                    "maps cannot be dealt among the models.") from None
+        return {**cols, "attribution_diversity": attr[dealt]}
+
+    def improvements(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        return {**cols, "improvement": rng.permutation(cols["improvement"])}
+
+    def signs(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        flip = rng.random(len(combos)) < 0.5
+        return {"below": np.where(flip, -1, 1) * cols["improvement"] < 0}
+
+    nulls = {"maps": ("each model's attribution maps dealt to another model at random", maps, "r_attribution"),
+             "improvements": ("the ensembles' improvements permuted among the ensembles", improvements,
+                              "r_disagreement"),
+             "signs": ("each ensemble's improvement with its sign flipped at random", signs, "share_below_zero")}
+    unknown = [w for w in which if w not in nulls]
+    if unknown:
+        raise InvalidInputError(f"Unknown sweep null {unknown[0]!r}; choose from {', '.join(nulls)}.")
+    offsets = {name: i for i, name in enumerate(nulls)}
+    return {w: weighted_null(nulls[w][0], combos, nulls[w][1], {nulls[w][2]: SWEEP_STATISTICS[nulls[w][2]][1]},
+                             draws=draws, n_boot=draws, seed=seed + offsets[w]) for w in which}
