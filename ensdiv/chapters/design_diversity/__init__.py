@@ -31,6 +31,7 @@ from ensdiv.chapters._presets import add_dry_blocks, chapter_preset
 from ensdiv.chapters.design_diversity.evidence import adjusted_r2 as _adjusted_r2
 from ensdiv.chapters.design_diversity.evidence import (
     bootstrap_counts,
+    deal_maps,
     mean_estimates,
     member_null,
     permute_rows,
@@ -67,7 +68,7 @@ __all__ = [
     "adjusted_r2", "recipe_settings", "zoo_recipes", "eval_set_key", "member_module", "member_cache_config",
     "SMOKE_ZOO", "PAPER_ZOO", "PAPER_ZOO_STANDS_FOR", "table_i_id", "nan_estimate", "member_estimates", "pearson",
     "correct", "ensemble_correct", "bootstrap_counts", "mean_estimates", "member_null", "permute_rows",
-    "swap_within", "weighted_null", "sweep_estimates", "sweep_nulls", "training_recipe",
+    "swap_within", "weighted_null", "sweep_estimates", "sweep_nulls", "deal_maps", "training_recipe",
 ]  # fmt: skip
 
 SET_KEYS = ("clean", "v2", "plasma", "checkerboard", "waterdrop", "lines")

@@ -34,7 +34,7 @@ from ensdiv.errors import InvalidInputError
 
 __all__ = ["bootstrap_counts", "mean_estimates", "permute_rows", "member_null", "swap_within", "adjusted_r2",
            "member_effects", "member_weights", "shuffled_residuals", "weighted_null", "SWEEP_COLUMNS",
-           "sweep_estimates", "sweep_nulls"]
+           "sweep_estimates", "sweep_nulls", "deal_maps"]
 
 _GROUPS = itertools.count()
 
@@ -285,6 +285,28 @@ def sweep_estimates(sweep: Any, *, n_resamples: int, seed: int) -> dict[str, ed.
                                 n_boot=n_resamples, seed=seed)
 
 
+def deal_maps(members: Sequence[Sequence[int]], n_models: int, values: Any, rng: np.random.Generator) -> np.ndarray:
+    """A score of every ensemble's members' attribution maps (``values``, one per ensemble of ``members``) after
+    the ``n_models`` models' maps are dealt to one another at random (one permutation from ``rng``): each ensemble
+    takes the score of the ensemble its members' dealt maps form. The members' maps stay maps of trained models; only
+    which model they belong to is drawn.
+
+    >>> deal_maps([(0, 1), (0, 2), (1, 2)], 3, np.array([10., 20., 30.]), np.random.default_rng(0))
+    array([20., 30., 10.])
+
+    Raises:
+        InvalidInputError: ``members`` does not hold every ensemble of its size of the ``n_models`` models.
+    """
+    where = {tuple(sorted(int(m) for m in c)): i for i, c in enumerate(members)}
+    deal = rng.permutation(n_models)
+    try:
+        dealt = [where[tuple(sorted(deal[list(c)]))] for c in members]
+    except KeyError:
+        raise InvalidInputError("The ensembles do not hold every ensemble of their size, so the attribution maps "
+                                "cannot be dealt among the models.") from None
+    return np.asarray(values)[dealt]
+
+
 def sweep_nulls(sweep: Any, n_models: int, *, draws: int, seed: int,
                 which: Sequence[str] = ("maps", "improvements", "signs")) -> dict[str, ed.report.Null]:
     """Null data of Figs. 5-6's statistics over one sweep, each through one resampling of the members for all its
@@ -300,17 +322,9 @@ def sweep_nulls(sweep: Any, n_models: int, *, draws: int, seed: int,
     """
     cols = _sweep_columns(sweep)
     combos = [tuple(int(m) for m in c) for c in sweep["members"]]
-    where = {tuple(sorted(c)): i for i, c in enumerate(combos)}
-    attr = cols["attribution_diversity"]
 
     def maps(rng: np.random.Generator) -> dict[str, np.ndarray]:
-        deal = rng.permutation(n_models)
-        try:
-            dealt = [where[tuple(sorted(deal[list(c)]))] for c in combos]
-        except KeyError:
-            raise InvalidInputError("The sweep does not hold every ensemble of its models' size, so the attribution "
-                                    "maps cannot be dealt among the models.") from None
-        return {**cols, "attribution_diversity": attr[dealt]}
+        return {**cols, "attribution_diversity": deal_maps(combos, n_models, cols["attribution_diversity"], rng)}
 
     def improvements(rng: np.random.Generator) -> dict[str, np.ndarray]:
         return {**cols, "improvement": rng.permutation(cols["improvement"])}

@@ -25,7 +25,7 @@ from __future__ import annotations
 from ensdiv.chapters import design_diversity as dd
 from ensdiv.chapters.design_diversity.layers import corresponding_layers, corresponding_mean, layer_names
 from ensdiv.chapters.design_diversity.supernet import select_configs, subnetworks, supernet
-from ensdiv.chapters.design_diversity_training import diversity, ensembles, joint, presets
+from ensdiv.chapters.design_diversity_training import diversity, ensembles, improvement, joint, presets
 from ensdiv.chapters.design_diversity_training.diversity import (
     PAPER_TABLE2,
     attribution_methods,
@@ -45,6 +45,7 @@ from ensdiv.chapters.design_diversity_training.ensembles import (
     matched_recipes,
     three_ensembles,
 )
+from ensdiv.chapters.design_diversity_training.improvement import accuracy_spread, gain_over_best, mean_gain_null
 from ensdiv.chapters.design_diversity_training.joint import (
     ATTRIBUTION_LOSS,
     CONTROL,
@@ -75,7 +76,8 @@ __all__ = [
     "member_null", "permute_rows", "swap_within", "weighted_null", "member_effects", "shuffled_residuals",
     "attr_sweep", "heuristic_runs", "matched_recipes", "budget_table", "EVAL_CONSENSUS", "FAMILY", "family",
     "clean_accuracy", "hetero_match", "consensus_correct", "CONTROL", "control_recipe", "attr_control",
-    "ATTRIBUTION_LOSS", "diversity", "ensembles", "joint", "presets",
+    "ATTRIBUTION_LOSS", "diversity", "ensembles", "joint", "presets", "gain_over_best", "accuracy_spread",
+    "mean_gain_null", "deal_maps", "improvement",
 ]  # fmt: skip
 
 SET_KEYS, SET_LABELS = dd.SET_KEYS, dd.SET_LABELS
@@ -89,3 +91,4 @@ bootstrap_counts, mean_estimates, member_null, permute_rows, swap_within, weight
     dd.bootstrap_counts, dd.mean_estimates, dd.member_null, dd.permute_rows, dd.swap_within,
     dd.weighted_null)  # fmt: skip
 member_effects, shuffled_residuals = dd.evidence.member_effects, dd.evidence.shuffled_residuals
+deal_maps = dd.deal_maps
