@@ -225,14 +225,20 @@ def test_entries_without_a_record_are_recomputed(tmp_path):
 
 # --- unit hashes -----------------------------------------------------------------------------------------------
 
+def _traced_package(tmp_path, monkeypatch, name):
+    """An empty package ``name`` under ``tmp_path`` that the recorder treats as a root."""
+    pkg = tmp_path / name
+    pkg.mkdir()
+    monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg))
+    (pkg / "__init__.py").write_text("")
+    return pkg
+
+
 def test_unit_hashes_follow_the_bindings_a_unit_names(tmp_path, monkeypatch):
     """A function's hash covers the module constants it names, followed through ``from … import`` and
     ``module.NAME``; adding a function, an import or an unrelated constant changes no unit; the module unit holds
     only the statements run for their effect (a registration call), not definitions or assignments."""
-    pkg = tmp_path / "hpkg"
-    pkg.mkdir()
-    monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg))
-    (pkg / "__init__.py").write_text("")
+    pkg = _traced_package(tmp_path, monkeypatch, "hpkg")
     (pkg / "consts.py").write_text("LEVEL = 0.9\nOTHER = 1\n")
     main = pkg / "main.py"
     src = ('from hpkg.consts import LEVEL\nfrom hpkg import consts\n\nREG = {}\n\n\n'
@@ -296,10 +302,7 @@ def test_a_call_that_mutates_a_binding_belongs_to_the_binding_not_the_module(tmp
     """``register(SPECS, ...)`` and ``SPECS.update(...)`` at import change what ``SPECS`` holds: a function that
     reads ``SPECS`` re-hashes when either changes, and the module unit (which every page importing the module
     records) does not. (``PRESETS`` is hashed per entry instead: the next test.)"""
-    pkg = tmp_path / "mpkg"
-    pkg.mkdir()
-    monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg))
-    (pkg / "__init__.py").write_text("")
+    pkg = _traced_package(tmp_path, monkeypatch, "mpkg")
     main = pkg / "chapter.py"
     src = ('SPECS = {"fig1": {"epochs": 2}}\n\n\ndef add(presets, sizes):\n    presets.update(sizes)\n\n\n'
            'def preset(name):\n    return SPECS[name]\n\n\ndef other():\n    return 1\n\n\n'
@@ -336,10 +339,7 @@ def test_one_entry_of_a_keyed_mapping_hashes_alone(tmp_path, monkeypatch):
     that entry's unit alone; a statement that touches every entry (``add(PRESETS, ...)``) changes them all; a
     function that reads the mapping by a computed key changes for none (its caller notes the entry it read), one
     that reads an entry by a constant key changes with that entry; adding an entry changes no unit."""
-    pkg = tmp_path / "kpkg"
-    pkg.mkdir()
-    monkeypatch.setenv("ENSDIV_TRACE_ROOTS", str(pkg))
-    (pkg / "__init__.py").write_text("")
+    pkg = _traced_package(tmp_path, monkeypatch, "kpkg")
     main = pkg / "chapter.py"
     src = ('def _with(epochs):\n    return {"epochs": epochs}\n\n\n'
            'PRESETS = {"fig1": {"epochs": 2}, "fig2": _with(3)}\nPRESETS["fig3"] = {"epochs": 4}\n'
