@@ -79,9 +79,7 @@ def mean_gain_null(construction: str, gain: Any, *, name: str, shift: float, dra
     if gain.ndim != 2 or gain.size == 0:
         raise InvalidInputError(f"The gains are one row per ensemble and one column per test image; got shape "
                                 f"{gain.shape}.")
-    centred = gain - gain.mean(1, keepdims=True)
-    if shift:
-        centred = centred + shift
+    centred = gain - gain.mean(1, keepdims=True) + shift
 
     def one(rng: np.random.Generator) -> dict[str, Any]:
         g = centred[:, ed.report.resample_indices(centred.shape[1], n_resamples=1, seed=rng)[0]]
