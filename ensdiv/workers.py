@@ -49,11 +49,18 @@ def _init_worker(threads: int) -> None:
 def _stop(pool: ProcessPoolExecutor) -> None:
     """End the workers now, mid-recipe: an interrupted recipe resumes from its checkpoint and the store's
     writes are atomic, so nothing is lost but the running step; waiting for the running recipes to finish
-    (``shutdown(wait=True)``, what leaving the ``with`` block does) could take minutes at cpu scale."""
+    (``shutdown(wait=True)``, what leaving the ``with`` block does) could take minutes at cpu scale.
+
+    The pool's manager thread, seeing its workers gone, closes its wake-up pipe; Python's exit hook writes to that
+    pipe unless it is marked closed, and a close between its check and its write printed a traceback at exit
+    (``OSError: Bad file descriptor``, CPython 3.11). The thread is joined here, so it has finished before exit."""
+    manager = getattr(pool, "_executor_manager_thread", None)
     for process in list((getattr(pool, "_processes", None) or {}).values()):
         if process.is_alive():
             process.terminate()
     pool.shutdown(wait=False, cancel_futures=True)
+    if manager is not None:
+        manager.join(timeout=10)
 
 
 def _build_one(recipe: Recipe, dataset: str, store_root: str) -> float:
