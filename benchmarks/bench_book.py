@@ -236,14 +236,16 @@ def zoo_throughput(cache: Path, scale: str = "cpu") -> dict:
 
 
 def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = "", note: str = "",
-            only: list[str] | None = None, jobs: int | None = None) -> dict:
+            only: list[str] | None = None, jobs: int | None = None, earlier_s: float = 0.0) -> dict:
     """The record of one ``ensdiv book`` run from its build folder, finished or stopped: per page its status, its
     seconds (papermill's duration of the executed copy) and its claims' verdicts (the records the page
     promoted), the ``commit`` the run was made of (its checkout), the machine that records it (the run's, when
     recorded right after it: a time compares only with times of the same processor, :func:`_common.cpu_of`), and
     ``status`` "one run" only when every page of the table of contents finished ok in that run, else "partial one
     run" with the pages it did not reach; a page the run's timings file lists as cached (a build resumed on the
-    executed copies of an earlier run) ran in another run, so it makes the run partial too."""
+    executed copies of an earlier run) ran in another run, so it makes the run partial too. The timings file holds
+    the last invocation only: ``earlier_s``, the wall seconds of a resumed build's interrupted invocations (read
+    off their logs), is added to its wall time and recorded as ``earlier_legs_s``."""
     from ensdiv.book import stamps, toc_notebooks
 
     executed = build_dir / "executed" / scale
@@ -276,10 +278,12 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
               else "partial one run")
     reference = run.get("reference")
     img_s = (reference or {}).get("img_s")
-    wall = round(run["run_s"] + run["render_s"], 1) if run.get("run_s") and run.get("render_s") else None
+    wall = (round(run["run_s"] + run["render_s"] + earlier_s, 1) if run.get("run_s") and run.get("render_s")
+            else None)
     return {"status": status, "started": started, "note": note, "commit": commit, "made": same,
             "pages_finished": len(pages), "pages_not_reached": missing,
             "finished_pages_s": round(done, 1), "jobs": run.get("jobs") or jobs, "run_s": run.get("run_s"),
+            **({"earlier_legs_s": round(earlier_s, 1)} if earlier_s else {}),
             "render_s": run.get("render_s"), "wall_s": wall, "reference": reference,
             "reference_min": {"wall": _rounded(reference_minutes(wall, img_s)),
                               "pages": _rounded(reference_minutes(done, img_s))},
@@ -387,9 +391,16 @@ def main() -> None:
                         help="with --record-run: record only the pages FILE lists (one notebooks/... path a line); "
                              "page_needs is then left as it is")
     parser.add_argument("--started", default="", help="with --record-run: when the run started")
+    parser.add_argument("--earlier-wall", type=float, default=0.0, metavar="SECONDS",
+                        help="with --record-run of a resumed build: the wall seconds of its interrupted invocations, "
+                             "added to its wall time (the timings file holds the last invocation only)")
     parser.add_argument("--commit", default="", help="with --record-run: the commit the run was made of")
     parser.add_argument("--jobs", type=int, default=None,
                         help="with --record-run: the run's --jobs, where its timings file does not say")
+    parser.add_argument("--since", default=None, metavar="KEY",
+                        help="only compare the scale's cold_one_run with the record KEY of an earlier commit (e.g. "
+                             "cold_one_run_2235892), claim by claim with the commits that changed each moved "
+                             "claim's page, into book.json's verdicts_since")
     parser.add_argument("--replay", action="store_true",
                         help="only replay the recorded one-run build through the scheduler and print its minutes")
     parser.add_argument("--page-factor", nargs="*", default=[], metavar="PAGE=F",
@@ -414,13 +425,29 @@ def main() -> None:
         payload = json.loads(out.read_text()) if out.exists() else {}
         only = [line.strip() for line in args.pages.read_text().splitlines() if line.strip()] if args.pages else None
         row = one_run(args.record_run, commit=args.commit, started=args.started, note=args.note, only=only,
-                      jobs=args.jobs)
+                      jobs=args.jobs, earlier_s=args.earlier_wall)
         scale_row = payload.setdefault("scales", {}).setdefault("cpu", {})
         scale_row[args.record_as] = row
         if only is None:  # a run of some pages (--pages) cannot say what the other pages need: keep the book's
             scale_row["page_needs"] = page_needs(args.record_run)
         out.write_text(json.dumps(payload, indent=2))
         print(f"{row['status']}: {row['pages_finished']} pages, {row['finished_pages_s'] / 60:.1f} min")
+        return
+    if args.since:
+        from verdict_stability import since
+
+        payload = json.loads(out.read_text())
+        cpu = payload["scales"]["cpu"]
+        if args.since not in cpu or "cold_one_run" not in cpu:
+            parser.error(f"--since needs the records {args.since!r} and 'cold_one_run' in {out}")
+        result = since(cpu[args.since], cpu["cold_one_run"])
+        for r in result["rows"]:
+            if not r["same"]:
+                print(f"{r['page']} {r['item']}: {r['a']} -> {r['b']}  ({len(r['commits'])} commits to the page)")
+        print(f"{result['same']} of {result['claims']} verdicts the same ({result['only_in_one']} claims in one "
+              "record only)")
+        payload["verdicts_since"] = result | {"old_key": args.since, "note": args.note}
+        out.write_text(json.dumps(payload, indent=2))
         return
     if args.compare:
         from verdict_stability import compare, table

@@ -16,11 +16,16 @@ the two records:
 
 ``python benchmarks/bench_book.py --compare RUN_A RUN_B`` prints the table and stores the summary in
 ``results/book.json`` under ``verdict_stability``.
+
+Two builds of *different* commits are compared from their ``book.json`` records instead (:func:`since`): a record
+keeps each claim's verdict and counts, not its checks, so the reason a verdict moved between two commits is read
+from the counts and from the commits that changed the page in between (``bench_book.py --since KEY``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +107,46 @@ def compare(run_a: Path, run_b: Path) -> dict[str, Any]:
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The moved claims as plain text, one line each."""
     return "\n".join(f"{r['claim']}: {r['a']} → {r['b']} ({r['why']})" for r in rows if not r["same"])
+
+
+COUNTS = ("counted", "passed", "failed", "inconclusive", "excluded")
+
+
+def _counts(claim: Mapping[str, Any]) -> str:
+    """A record's counts in one phrase: ``2 of 3 counted pass, 1 fails, 1 excluded``."""
+    counted = claim.get("counted") or 0
+    parts = [f"{claim.get('passed') or 0} of {counted} counted pass"]
+    parts += [f"{claim[k]} {k}" for k in ("failed", "inconclusive", "excluded") if claim.get(k)]
+    return ", ".join(parts)
+
+
+def page_commits(page: str, since: str, until: str, *, root: Path) -> list[str]:
+    """Subjects of the commits between ``since`` and ``until`` that changed the notebook ``page``
+    (``<chapter>/<stem>.ipynb``), newest first; none when git cannot say (a commit it does not know)."""
+    proc = subprocess.run(["git", "log", "--format=%h %s", f"{since}..{until}", "--", f"notebooks/{page}"],
+                          cwd=root, capture_output=True, text=True, check=False)
+    return proc.stdout.splitlines() if proc.returncode == 0 else []
+
+
+def since(old: Mapping[str, Any], new: Mapping[str, Any], *,
+          commits: Callable[[str, str, str], list[str]] | None = None) -> dict[str, Any]:
+    """Every claim of two ``book.json`` run records (``--record-run``) of different commits: ``rows`` with the
+    page, the claim's item, both verdicts and counts, whether the verdict is the same, and for a moved one the
+    commits that changed its page in between (``commits(page, old_commit, new_commit)``, :func:`page_commits` by
+    default); a claim of one record only says so."""
+    commits = commits or (lambda page, a, b: page_commits(page, a, b, root=Path(__file__).resolve().parents[1]))
+
+    def claims(record: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
+        return {(p["notebook"], c["item"]): c for p in record.get("pages", []) for c in p.get("claims", [])}
+    ca, cb = claims(old), claims(new)
+    rows = []
+    for page, item in sorted(ca.keys() | cb.keys()):
+        a, b = ca.get((page, item)), cb.get((page, item))
+        row = {"page": page, "item": item, "a": a and a.get("verdict"), "b": b and b.get("verdict"),
+               "a_counts": a and _counts(a), "b_counts": b and _counts(b)}
+        row["same"] = a is not None and b is not None and row["a"] == row["b"]
+        row["commits"] = [] if row["same"] else commits(page, str(old.get("commit")), str(new.get("commit")))
+        rows.append(row)
+    both = [r for r in rows if r["a"] is not None and r["b"] is not None]
+    return {"old": old.get("commit"), "new": new.get("commit"), "claims": len(both),
+            "same": sum(r["same"] for r in both), "only_in_one": len(rows) - len(both), "rows": rows}

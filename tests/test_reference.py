@@ -62,7 +62,7 @@ XEON = {"name": "Xeon", "family": 6, "model": 207, "avx512": True}
 ZEN3 = {"name": "AMD EPYC", "family": 25, "model": 1, "avx512": False}
 
 
-def _build(tmp_path, monkeypatch, made, *, cached=False):
+def _build(tmp_path, monkeypatch, made, *, cached=False, earlier_s=0.0):
     import ensdiv.book as book
     from ensdiv.book import stamps
 
@@ -81,7 +81,7 @@ def _build(tmp_path, monkeypatch, made, *, cached=False):
     monkeypatch.setattr(book, "toc_notebooks", lambda root: pages)
     monkeypatch.setattr(stamps, "page_run", lambda copy, rel, scale: types.SimpleNamespace(status="ok", records=[]))
     monkeypatch.setattr(reference, "REFERENCE_IMG_S", 1000.0)
-    return bench.one_run(tmp_path / "build", commit="abc")
+    return bench.one_run(tmp_path / "build", commit="abc", earlier_s=earlier_s)
 
 
 def test_a_build_resumed_on_its_own_commit_and_machine_says_so_with_reference_minutes(tmp_path, monkeypatch):
@@ -91,6 +91,14 @@ def test_a_build_resumed_on_its_own_commit_and_machine_says_so_with_reference_mi
     assert row["finished_pages_s"] == 60.0 and row["reference"] == {"img_s": 500.0}
     assert row["reference_min"] == {"wall": 0.6, "pages": 0.5}  # 66 s and 60 s at half the reference's speed
     assert _build(tmp_path, monkeypatch, {"a": one, "b": one})["status"] == "one run"
+
+
+def test_a_resumed_builds_interrupted_invocations_add_to_its_wall_time(tmp_path, monkeypatch):
+    one = {"commit": "abc", "dirty": False, "cpu": XEON}
+    row = _build(tmp_path, monkeypatch, {"a": one, "b": one}, cached=True, earlier_s=54.0)
+    # 60 s of running and 6 of rendering in the last invocation, 54 s before it: 120 s at half the reference speed
+    assert (row["wall_s"], row["earlier_legs_s"], row["reference_min"]["wall"]) == (120.0, 54.0, 1.0)
+    assert "earlier_legs_s" not in _build(tmp_path, monkeypatch, {"a": one, "b": one})
 
 
 @pytest.mark.parametrize(("other", "what"), [

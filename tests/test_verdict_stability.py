@@ -53,3 +53,49 @@ def test_compare_counts_the_same_and_the_moved_claims(monkeypatch, tmp_path):
 
 def test_records_of_an_empty_folder_is_empty(tmp_path):
     assert vs.records_of(tmp_path) == {}
+
+
+def _run(commit, *claims):
+    pages: dict[str, list] = {}
+    for page, item, verdict, counts in claims:
+        pages.setdefault(page, []).append({"item": item, "verdict": verdict,
+                                           **dict(zip(vs.COUNTS, counts, strict=True))})
+    return {"commit": commit, "pages": [{"notebook": p, "claims": c} for p, c in pages.items()]}
+
+
+def test_since_lists_each_claim_of_two_commits_with_counts_and_the_page_commits_between():
+    old = _run("aaa", ("sed/fig02.ipynb", "Fig. 2", "holds", (2, 2, 0, 0, 0)),
+               ("sed/fig03.ipynb", "Fig. 3", "inconclusive", (1, 0, 0, 1, 1)),
+               ("sed/gone.ipynb", "Fig. 9", "holds", (1, 1, 0, 0, 0)))
+    new = _run("bbb", ("sed/fig02.ipynb", "Fig. 2", "holds", (2, 2, 0, 0, 0)),
+               ("sed/fig03.ipynb", "Fig. 3", "does not hold", (3, 0, 2, 1, 0)))
+    asked = []
+
+    def commits(page, a, b):
+        asked.append((page, a, b))
+        return [f"c1 changed {page}"]
+    out = vs.since(old, new, commits=commits)
+    assert (out["old"], out["new"], out["claims"], out["same"], out["only_in_one"]) == ("aaa", "bbb", 2, 1, 1)
+    fig3 = next(r for r in out["rows"] if r["item"] == "Fig. 3")
+    assert (fig3["a"], fig3["b"], fig3["same"]) == ("inconclusive", "does not hold", False)
+    assert fig3["a_counts"] == "0 of 1 counted pass, 1 inconclusive, 1 excluded"
+    assert fig3["b_counts"] == "0 of 3 counted pass, 2 failed, 1 inconclusive"
+    assert fig3["commits"] == ["c1 changed sed/fig03.ipynb"]
+    gone = next(r for r in out["rows"] if r["item"] == "Fig. 9")
+    assert (gone["b"], gone["b_counts"], gone["same"]) == (None, None, False)
+    # the page of a kept verdict is not looked up
+    assert asked == [("sed/fig03.ipynb", "aaa", "bbb"), ("sed/gone.ipynb", "aaa", "bbb")]
+
+
+def test_page_commits_reads_git_and_says_nothing_for_an_unknown_commit():
+    root, page = project_root(), "sed/fig02_divergent_samples.ipynb"
+
+    def git(*args):
+        return vs.subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
+    last = git("log", "-1", "--format=%h %s", "--", f"notebooks/{page}")
+    if not last or not git("rev-parse", "--verify", "-q", last.split()[0] + "^"):
+        pytest.skip("a clone without the page's history")
+    sha = last.split()[0]
+    assert vs.page_commits(page, sha + "^", sha, root=root) == [last]
+    assert vs.page_commits(page, sha, sha, root=root) == []
+    assert vs.page_commits(page, "0" * 40, sha, root=root) == []
