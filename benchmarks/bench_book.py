@@ -248,6 +248,9 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     off their logs), is added to its wall time and recorded as ``earlier_legs_s``."""
     from ensdiv.book import stamps, toc_notebooks
 
+    if not earlier_s >= 0:  # also NaN
+        raise SystemExit(f"--earlier-wall is the wall seconds of a build's interrupted invocations, a number >= 0; "
+                         f"got {earlier_s!r}.")
     executed = build_dir / "executed" / scale
     pages, missing, made = [], [], {}
     for nb in toc_notebooks(root=ROOT):

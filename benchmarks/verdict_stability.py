@@ -113,7 +113,7 @@ COUNTS = ("counted", "passed", "failed", "inconclusive", "excluded")
 
 
 def _counts(claim: Mapping[str, Any]) -> str:
-    """A record's counts in one phrase: ``2 of 3 counted pass, 1 fails, 1 excluded``."""
+    """A record's counts in one phrase: ``2 of 3 counted pass, 1 failed, 1 excluded``."""
     counted = claim.get("counted") or 0
     parts = [f"{claim.get('passed') or 0} of {counted} counted pass"]
     parts += [f"{claim[k]} {k}" for k in ("failed", "inconclusive", "excluded") if claim.get(k)]

@@ -101,6 +101,14 @@ def test_a_resumed_builds_interrupted_invocations_add_to_its_wall_time(tmp_path,
     assert "earlier_legs_s" not in _build(tmp_path, monkeypatch, {"a": one, "b": one})
 
 
+
+@pytest.mark.parametrize("earlier", [-1.0, float("nan")])
+def test_a_negative_or_missing_earlier_wall_time_is_refused_in_one_sentence(tmp_path, monkeypatch, earlier):
+    one = {"commit": "abc", "dirty": False, "cpu": XEON}
+    with pytest.raises(SystemExit, match=r"^--earlier-wall is the wall seconds .* a number >= 0; got"):
+        _build(tmp_path, monkeypatch, {"a": one}, earlier_s=earlier)
+
+
 @pytest.mark.parametrize(("other", "what"), [
     ({"commit": "def", "dirty": False, "cpu": XEON}, "commit"),
     ({"commit": "abc", "dirty": True, "cpu": XEON}, "checkout (one of them edited)"),
