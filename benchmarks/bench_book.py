@@ -267,7 +267,8 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
         seconds = nbjson.get("metadata", {}).get("papermill", {}).get("duration")
         pages.append({"notebook": rel.removeprefix("notebooks/"), "status": page.status,
                       "seconds": round(float(seconds), 1) if seconds is not None else None,
-                      "claims": [{"item": r.get("item"), "verdict": r.get("verdict"),
+                      "claims": [{"item": r.get("item"), "claim_id": r.get("claim_id") or "",
+                                  "verdict": r.get("verdict"),
                                   **{k: (r.get("strength") or {}).get(k) for k in ("counted", "passed", "failed",
                                                                                   "inconclusive", "excluded")}}
                                  for r in page.records]})
@@ -446,7 +447,9 @@ def main() -> None:
         result = since(cpu[args.since], cpu["cold_one_run"])
         for r in result["rows"]:
             if not r["same"]:
-                print(f"{r['page']} {r['item']}: {r['a']} -> {r['b']}  ({len(r['commits'])} commits to the page)")
+                label = " ".join(x for x in (r["page"], r["item"], r["claim_id"] and f"[{r['claim_id']}]") if x)
+                print(f"{label}: {r['a'] or '(no claim)'} -> {r['b'] or '(no claim)'}  "
+                      f"({len(r['commits'])} commits to the page or its chapter)")
         print(f"{result['same']} of {result['claims']} verdicts the same ({result['only_in_one']} claims in one "
               "record only)")
         payload["verdicts_since"] = result | {"old_key": args.since, "note": args.note}

@@ -122,31 +122,50 @@ def _counts(claim: Mapping[str, Any]) -> str:
 
 def page_commits(page: str, since: str, until: str, *, root: Path) -> list[str]:
     """Subjects of the commits between ``since`` and ``until`` that changed the notebook ``page``
-    (``<chapter>/<stem>.ipynb``), newest first; none when git cannot say (a commit it does not know)."""
-    proc = subprocess.run(["git", "log", "--format=%h %s", f"{since}..{until}", "--", f"notebooks/{page}"],
-                          cwd=root, capture_output=True, text=True, check=False)
+    (``<chapter>/<stem>.ipynb``) or its chapter's module (``ensdiv/chapters/<chapter>*``, where a page's claim
+    code lives), newest first; none when git cannot say (a commit it does not know)."""
+    chapter = page.split("/", 1)[0].replace("-", "_")
+    proc = subprocess.run(["git", "log", "--format=%h %s", f"{since}..{until}", "--", f"notebooks/{page}",
+                           f"ensdiv/chapters/{chapter}*"], cwd=root, capture_output=True, text=True, check=False)
     return proc.stdout.splitlines() if proc.returncode == 0 else []
+
+
+def _pairs(la: Sequence[Mapping[str, Any]], lb: Sequence[Mapping[str, Any]]) -> list[tuple[Any, Any, str]]:
+    """The claims of one page and item in two records, paired: by ``claim_id`` when every claim of both has one,
+    else by their order on the page (an older record kept no ids), with the pairing named."""
+    if all(c.get("claim_id") for c in (*la, *lb)):
+        ia, ib = {c["claim_id"]: c for c in la}, {c["claim_id"]: c for c in lb}
+        return [(ia.get(k), ib.get(k), "by id") for k in sorted(ia.keys() | ib.keys())]
+    how = "by order" if max(len(la), len(lb)) > 1 else "by item"
+    return [(la[i] if i < len(la) else None, lb[i] if i < len(lb) else None, how)
+            for i in range(max(len(la), len(lb)))]
 
 
 def since(old: Mapping[str, Any], new: Mapping[str, Any], *,
           commits: Callable[[str, str, str], list[str]] | None = None) -> dict[str, Any]:
     """Every claim of two ``book.json`` run records (``--record-run``) of different commits: ``rows`` with the
-    page, the claim's item, both verdicts and counts, whether the verdict is the same, and for a moved one the
-    commits that changed its page in between (``commits(page, old_commit, new_commit)``, :func:`page_commits` by
-    default); a claim of one record only says so."""
+    page, the claim's item (and id, where a record keeps it), both verdicts and counts, whether the verdict is the
+    same, and for a moved one the commits that changed its page or its chapter's module in between
+    (``commits(page, old_commit, new_commit)``, :func:`page_commits` by default); a claim of one record only says
+    so. Several claims of one item on a page are told apart by their ids, else by their order (``matched``)."""
     commits = commits or (lambda page, a, b: page_commits(page, a, b, root=Path(__file__).resolve().parents[1]))
 
-    def claims(record: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
-        return {(p["notebook"], c["item"]): c for p in record.get("pages", []) for c in p.get("claims", [])}
+    def claims(record: Mapping[str, Any]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+        out: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        for p in record.get("pages", []):
+            for c in p.get("claims", []):
+                out.setdefault((p["notebook"], c["item"]), []).append(c)
+        return out
     ca, cb = claims(old), claims(new)
     rows = []
     for page, item in sorted(ca.keys() | cb.keys()):
-        a, b = ca.get((page, item)), cb.get((page, item))
-        row = {"page": page, "item": item, "a": a and a.get("verdict"), "b": b and b.get("verdict"),
-               "a_counts": a and _counts(a), "b_counts": b and _counts(b)}
-        row["same"] = a is not None and b is not None and row["a"] == row["b"]
-        row["commits"] = [] if row["same"] else commits(page, str(old.get("commit")), str(new.get("commit")))
-        rows.append(row)
+        for a, b, matched in _pairs(ca.get((page, item), []), cb.get((page, item), [])):
+            row = {"page": page, "item": item, "claim_id": (b or a or {}).get("claim_id") or "",
+                   "matched": matched, "a": a and a.get("verdict"), "b": b and b.get("verdict"),
+                   "a_counts": a and _counts(a), "b_counts": b and _counts(b)}
+            row["same"] = a is not None and b is not None and row["a"] == row["b"]
+            row["commits"] = [] if row["same"] else commits(page, str(old.get("commit")), str(new.get("commit")))
+            rows.append(row)
     both = [r for r in rows if r["a"] is not None and r["b"] is not None]
     return {"old": old.get("commit"), "new": new.get("commit"), "claims": len(both),
             "same": sum(r["same"] for r in both), "only_in_one": len(rows) - len(both), "rows": rows}

@@ -87,6 +87,46 @@ def test_since_lists_each_claim_of_two_commits_with_counts_and_the_page_commits_
     assert asked == [("sed/fig03.ipynb", "aaa", "bbb"), ("sed/gone.ipynb", "aaa", "bbb")]
 
 
+def test_since_tells_claims_of_one_item_apart_by_id_else_by_their_order_on_the_page():
+    def claim(verdict, claim_id=""):
+        return {"item": "Table 3", "claim_id": claim_id, "verdict": verdict, "counted": 1, "passed": 1}
+
+    def record(commit, *claims):
+        return {"commit": commit, "pages": [{"notebook": "sed/tab03.ipynb", "claims": list(claims)}]}
+    no_commits = lambda page, a, b: []  # noqa: E731
+    # ids on both sides: matched by id whatever their order; an id of one record only is its own row
+    out = vs.since(record("a", claim("holds", "x"), claim("mixed", "y")),
+                   record("b", claim("mixed", "y"), claim("holds", "x"), claim("holds", "z")), commits=no_commits)
+    assert [(r["claim_id"], r["a"], r["b"], r["same"], r["matched"]) for r in out["rows"]] == [
+        ("x", "holds", "holds", True, "by id"), ("y", "mixed", "mixed", True, "by id"),
+        ("z", None, "holds", False, "by id")]
+    assert (out["claims"], out["same"], out["only_in_one"]) == (2, 2, 1)
+    # an older record without ids: paired by order, the longer side's tail in one record only
+    out = vs.since(record("a", claim("holds"), claim("does not hold")),
+                   record("b", claim("holds", "x"), claim("holds", "y"), claim("inconclusive", "z")),
+                   commits=no_commits)
+    assert [(r["claim_id"], r["a"], r["b"], r["matched"]) for r in out["rows"]] == [
+        ("x", "holds", "holds", "by order"), ("y", "does not hold", "holds", "by order"),
+        ("z", None, "inconclusive", "by order")]
+    assert (out["claims"], out["same"], out["only_in_one"]) == (2, 1, 1)
+
+
+def test_page_commits_counts_a_commit_to_the_chapter_module_as_one_to_its_pages():
+    root, page = project_root(), "sed/fig02_divergent_samples.ipynb"
+
+    def git(*args):
+        return vs.subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
+    last = git("log", "-1", "--format=%h %s", "--", "ensdiv/chapters/sed")
+    if not last or not git("rev-parse", "--verify", "-q", last.split()[0] + "^"):
+        pytest.skip("a clone without the chapter's history")
+    sha = last.split()[0]
+    assert last in vs.page_commits(page, sha + "^", sha, root=root)
+    # another chapter's page does not list it unless that commit touched it too
+    touched = git("show", "--name-only", "--format=", sha).splitlines()
+    if not any(t.startswith(("notebooks/training-methods/", "ensdiv/chapters/training_methods")) for t in touched):
+        assert vs.page_commits("training-methods/fig01_error_inconsistency.ipynb", sha + "^", sha, root=root) == []
+
+
 def test_page_commits_reads_git_and_says_nothing_for_an_unknown_commit():
     root, page = project_root(), "sed/fig02_divergent_samples.ipynb"
 
