@@ -268,7 +268,7 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
         pages.append({"notebook": rel.removeprefix("notebooks/"), "status": page.status,
                       "seconds": round(float(seconds), 1) if seconds is not None else None,
                       "claims": [{"item": r.get("item"), "claim_id": r.get("claim_id") or "",
-                                  "verdict": r.get("verdict"),
+                                  "verdict": r.get("verdict"), "undecided": r.get("undecided") or "",
                                   **{k: (r.get("strength") or {}).get(k) for k in ("counted", "passed", "failed",
                                                                                   "inconclusive", "excluded")}}
                                  for r in page.records]})

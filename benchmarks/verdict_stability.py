@@ -144,10 +144,12 @@ def _pairs(la: Sequence[Mapping[str, Any]], lb: Sequence[Mapping[str, Any]]) -> 
 def since(old: Mapping[str, Any], new: Mapping[str, Any], *,
           commits: Callable[[str, str, str], list[str]] | None = None) -> dict[str, Any]:
     """Every claim of two ``book.json`` run records (``--record-run``) of different commits: ``rows`` with the
-    page, the claim's item (and id, where a record keeps it), both verdicts and counts, whether the verdict is the
-    same, and for a moved one the commits that changed its page or its chapter's module in between
-    (``commits(page, old_commit, new_commit)``, :func:`page_commits` by default); a claim of one record only says
-    so. Several claims of one item on a page are told apart by their ids, else by their order (``matched``)."""
+    page, the claim's item (and id, where a record keeps it), both verdicts and counts, why the newer one is
+    undecided where it is (its record's reason: a premise or gate this scale fails, evidence counted on another
+    page, a null too coarse), whether the verdict is the same, and for a moved one the commits that changed its
+    page or its chapter's module in between (``commits(page, old_commit, new_commit)``, :func:`page_commits` by
+    default); a claim of one record only says so. Several claims of one item on a page are told apart by their
+    ids, else by their order (``matched``)."""
     commits = commits or (lambda page, a, b: page_commits(page, a, b, root=Path(__file__).resolve().parents[1]))
 
     def claims(record: Mapping[str, Any]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
@@ -162,7 +164,8 @@ def since(old: Mapping[str, Any], new: Mapping[str, Any], *,
         for a, b, matched in _pairs(ca.get((page, item), []), cb.get((page, item), [])):
             row = {"page": page, "item": item, "claim_id": (b or a or {}).get("claim_id") or "",
                    "matched": matched, "a": a and a.get("verdict"), "b": b and b.get("verdict"),
-                   "a_counts": a and _counts(a), "b_counts": b and _counts(b)}
+                   "a_counts": a and _counts(a), "b_counts": b and _counts(b),
+                   "b_undecided": (b or {}).get("undecided") or ""}
             row["same"] = a is not None and b is not None and row["a"] == row["b"]
             row["commits"] = [] if row["same"] else commits(page, str(old.get("commit")), str(new.get("commit")))
             rows.append(row)

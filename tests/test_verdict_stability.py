@@ -88,18 +88,22 @@ def test_since_lists_each_claim_of_two_commits_with_counts_and_the_page_commits_
 
 
 def test_since_tells_claims_of_one_item_apart_by_id_else_by_their_order_on_the_page():
-    def claim(verdict, claim_id=""):
-        return {"item": "Table 3", "claim_id": claim_id, "verdict": verdict, "counted": 1, "passed": 1}
+    def claim(verdict, claim_id="", undecided=""):
+        return {"item": "Table 3", "claim_id": claim_id, "verdict": verdict, "counted": 1, "passed": 1,
+                "undecided": undecided}
 
     def record(commit, *claims):
         return {"commit": commit, "pages": [{"notebook": "sed/tab03.ipynb", "claims": list(claims)}]}
     no_commits = lambda page, a, b: []  # noqa: E731
     # ids on both sides: matched by id whatever their order; an id of one record only is its own row
     out = vs.since(record("a", claim("holds", "x"), claim("mixed", "y")),
-                   record("b", claim("mixed", "y"), claim("holds", "x"), claim("holds", "z")), commits=no_commits)
+                   record("b", claim("mixed", "y"), claim("holds", "x"),
+                          claim("not testable at this scale", "z", "not meaningful (gate failed: g)")),
+                   commits=no_commits)
     assert [(r["claim_id"], r["a"], r["b"], r["same"], r["matched"]) for r in out["rows"]] == [
         ("x", "holds", "holds", True, "by id"), ("y", "mixed", "mixed", True, "by id"),
-        ("z", None, "holds", False, "by id")]
+        ("z", None, "not testable at this scale", False, "by id")]
+    assert [r["b_undecided"] for r in out["rows"]] == ["", "", "not meaningful (gate failed: g)"]
     assert (out["claims"], out["same"], out["only_in_one"]) == (2, 2, 1)
     # an older record without ids: paired by order, the longer side's tail in one record only
     out = vs.since(record("a", claim("holds"), claim("does not hold")),

@@ -287,7 +287,7 @@ _TRAIN = {
 # lr 0.1, weight decay 2e-3, flips, cosine — at 2 epochs, four seeds: the seeds are the unit of a method
 # comparison, and four is the fewest whose sign-flip null can count at the book's 10 % (2**-4 = 6.25 %; three
 # never can: 12.5 %). With five (3 %) this page took 73 minutes on one thread in the one-run cold build of
-# 28 Nov 2026, which came to 152.8 minutes against the book's 150 (benchmarks/results/book.json, cold_one_run).
+# 28 Nov 2026, which came to 152.8 minutes against the book's 150 (book.json, cold_one_run_2235892).
 # Four seeds at 8 epochs would cost over 2 h of two cores; the recorded budget curve (budget.py,
 # benchmarks/bench_packed_budget.py) has PE below the single model at every budget 1-8 epochs (one seed each),
 # so the ranking the page tests does not turn between 2 and 8 epochs there. The budget is not converged
