@@ -13,7 +13,11 @@ batch 64, cross-entropy, SGD with momentum), one thread: the bulk of a cold book
 thread per page. **The reference** (:data:`REFERENCE`): the two-core Intel Xeon (family 6, model 207, AVX-512)
 that runs this project's CI and its measured builds since 5 Dec 2026. The Zen 4 that set the 150-minute budget
 did not record the workload; the one chapter measured on both with the same code per seed (SED's pages, 17.4 min
-at five seeds there, 20.1 at six here) puts the two within a few percent.
+at five seeds there, 20.1 at six here) puts the two within a few percent, while the two pages whose work the code
+did not change between the Zen 4's cold book and the cold book of 6d59812 on a Xeon model 167 (the zoo, and
+Packed-Ensembles Table 1 per seed: 1.18-1.19 times as long on the Xeon, where the workload predicts 1.52) put
+the Zen 4 at about 0.78 of the reference. Across processor families a reference minute is good to about ±30 %,
+on one processor model to about ±10 % (``book/benchmarks.md``).
 """
 
 from __future__ import annotations
