@@ -17,7 +17,7 @@ at five seeds there, 20.1 at six here) puts the two within a few percent, while 
 did not change between the Zen 4's cold book and the cold book of 6d59812 on a Xeon model 167 (the zoo, and
 Packed-Ensembles Table 1 per seed: 1.18-1.19 times as long on the Xeon, where the workload predicts 1.52) put
 the Zen 4 at about 0.78 of the reference. Across processor families a reference minute is good to about ±30 %,
-on one processor model to about ±10 % (``book/benchmarks.md``).
+on one processor model to about ±10 to 25 % on this shared VM (``book/benchmarks.md``).
 """
 
 from __future__ import annotations
