@@ -394,6 +394,35 @@ def test_the_pace_leaves_out_a_page_served_from_entries_older_than_the_build(env
     assert "[pace]   2.00x the recorded times so far: about 20.0 min of page time left" in capsys.readouterr().out
 
 
+def test_a_resumed_page_that_loads_only_earlier_pages_entries_counts_as_cold(env):
+    """A build resumed after a stop: every entry the first leg saved predates the second leg's start. The zoo
+    (first in book order) loaded its own models from it: served. A later page loaded the zoo's model and a dataset
+    from the first leg and saved its own entry now: cold. A page stopped halfway in the first leg loaded its own
+    half: served. Without the book order every old entry counts (the page is taken to be served)."""
+    since = 1_000_000.0
+    store = env / "cache"
+    when = {"model/aa/zoo.pt": since - 100, "datasets/dd/fm.pt": since - 100, "model/bb/own.pt": since + 1,
+            "model/cc/half.pt": since - 50}
+    for rel, t in when.items():
+        (store / rel).parent.mkdir(parents=True, exist_ok=True)
+        (store / rel).write_bytes(b"x")
+        os.utime(store / rel, (t, t))
+    used = {"zoo": ["model/aa/zoo.pt", "datasets/dd/fm.pt"],
+            "later": ["model/aa/zoo.pt", "datasets/dd/fm.pt", "model/bb/own.pt"],
+            "halfway": ["model/aa/zoo.pt", "model/cc/half.pt"]}
+    book = []
+    for name, cache in used.items():
+        copy = env / "out" / f"{name}.ipynb"
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(json.dumps({"metadata": {"ensdiv": {"cache": cache}}}))
+        book.append(copy)
+    zoo, later, halfway = book = tuple(book)
+    assert runner._served_from_store(zoo, since, book=book)
+    assert not runner._served_from_store(later, since, book=book)
+    assert runner._served_from_store(halfway, since, book=book)
+    assert runner._served_from_store(later, since)
+
+
 def test_a_build_folder_that_is_a_file_or_read_only_is_one_sentence(env, capsys, monkeypatch):
     """``ENSDIV_BUILD`` naming a file, a folder below a file, or a read-only folder: ``ensdiv run`` and
     ``ensdiv book --html-only`` say so in one sentence (exit 2) before anything runs, as ``ENSDIV_CACHE`` does."""

@@ -24,7 +24,7 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -378,16 +378,26 @@ def run_notebooks(
                   flush=True)
         results.append(res)
         if progress:
-            _print_pace(results, estimates, left=notebooks[len(results):], since=since)  # one result per page
+            _print_pace(results, estimates, left=notebooks[len(results):], since=since,  # one result per page
+                        book=[out_root / _name(n, root) for n in notebooks])
     return results
 
 
 @functools.lru_cache(maxsize=1024)
-def _served_from_store(copy: Path, since: float) -> bool:
-    """Whether the run that wrote the executed copy ``copy`` loaded a store entry saved before ``since`` (the
-    build's start): its time is then not a cold page's, which the recorded times are."""
+def _served_from_store(copy: Path, since: float, *, book: tuple[Path, ...] = ()) -> bool:
+    """Whether the run that wrote the executed copy ``copy`` loaded one of its own store entries saved before
+    ``since`` (the build's start): its time is then not a cold page's, which the recorded times are. Its own: no
+    executed copy before it in ``book`` (the run's copies in book order) used the entry, datasets aside
+    (:func:`ensdiv.book.schedule.first_users`): a page resumed on a stopped build loads the zoo's models and the
+    datasets the first leg made, and still ran its own work cold; a resumed zoo, or a page stopped halfway, did
+    not."""
     root = default_store().root
-    for rel in meta_of(copy).get("cache") or []:
+    used = meta_of(copy).get("cache") or []
+    if book and copy in book:
+        names = [str(c) for c in book]
+        first = schedule.first_users(names, {str(c): meta_of(c).get("cache") or [] for c in book})
+        used = [e for e in used if first.get(e) == str(copy)]
+    for rel in used:
         try:
             if (root / rel).stat().st_mtime < since:
                 return True
@@ -397,12 +407,12 @@ def _served_from_store(copy: Path, since: float) -> bool:
 
 
 def _print_pace(results: Iterable[NotebookResult], estimates: dict[Path, float], *, left: list[Path],
-                since: float) -> None:
+                since: float, book: Sequence[Path] = ()) -> None:
     """After a page: this run's pace against the recorded times over the pages that ran ok and cold (none of the
     store entries they loaded predates the build, ``since``: a resumed zoo served from the store in 2.5 minutes
     against 80 recorded made the pace 0.03x), and the page time left at it
     (:func:`ensdiv.book.schedule.pace`), once such a page with an estimate has finished and while one is left."""
-    cold = [r for r in results if r.status == "ok" and not _served_from_store(r.output, since)]
+    cold = [r for r in results if r.status == "ok" and not _served_from_store(r.output, since, book=tuple(book))]
     now = schedule.pace([(r.seconds, estimates.get(r.path)) for r in cold], [estimates.get(nb) for nb in left])
     if now is None or not now[1]:
         return
@@ -526,7 +536,8 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
                     raise res
                 done[nb] = res
                 if options["progress"]:
-                    _print_pace(done.values(), estimates, left=[*waiting, *running], since=since)
+                    _print_pace(done.values(), estimates, left=[*waiting, *running], since=since,
+                                book=[options["out_root"] / _name(n, root) for n in notebooks])
         except BaseException:
             pool.terminate()  # SIGTERM: each page process ends its kernel and removes its partial copy
             raise
