@@ -236,7 +236,8 @@ def zoo_throughput(cache: Path, scale: str = "cpu") -> dict:
 
 
 def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = "", note: str = "",
-            only: list[str] | None = None, jobs: int | None = None, earlier_s: float = 0.0) -> dict:
+            only: list[str] | None = None, jobs: int | None = None, earlier_s: float = 0.0,
+            earlier_img_s: float | None = None) -> dict:
     """The record of one ``ensdiv book`` run from its build folder, finished or stopped: per page its status, its
     seconds (papermill's duration of the executed copy) and its claims' verdicts (the records the page
     promoted), the ``commit`` the run was made of (its checkout), the machine that records it (the run's, when
@@ -245,12 +246,18 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     run" with the pages it did not reach; a page the run's timings file lists as cached (a build resumed on the
     executed copies of an earlier run) ran in another run, so it makes the run partial too. The timings file holds
     the last invocation only: ``earlier_s``, the wall seconds of a resumed build's interrupted invocations (read
-    off their logs), is added to its wall time and recorded as ``earlier_legs_s``."""
+    off their logs), is added to its wall time and recorded as ``earlier_legs_s``; ``earlier_img_s``, the reference
+    speed those invocations measured at their start (their logs' first line), converts their seconds and their
+    pages' (the pages the last invocation found cached) to reference minutes, where the last invocation's speed
+    converts its own: one processor model measured 1,604 and 2,075 img/s at the two starts of one build."""
     from ensdiv.book import stamps, toc_notebooks
 
     if not earlier_s >= 0:  # also NaN
         raise SystemExit(f"--earlier-wall is the wall seconds of a build's interrupted invocations, a number >= 0; "
                          f"got {earlier_s!r}.")
+    if earlier_img_s is not None and not (earlier_img_s > 0 and earlier_s > 0):
+        raise SystemExit(f"--earlier-img-s is the reference speed the interrupted invocations measured, a number > 0 "
+                         f"given with their --earlier-wall; got {earlier_img_s!r} with {earlier_s!r} s.")
     executed = build_dir / "executed" / scale
     pages, missing, made = [], [], {}
     for nb in toc_notebooks(root=ROOT):
@@ -282,15 +289,24 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
               else "partial one run")
     reference = run.get("reference")
     img_s = (reference or {}).get("img_s")
-    wall = (round(run["run_s"] + run["render_s"] + earlier_s, 1) if run.get("run_s") and run.get("render_s")
-            else None)
+    before_img_s = earlier_img_s or img_s
+    last = run["run_s"] + run["render_s"] if run.get("run_s") and run.get("render_s") else None
+    wall = None if last is None else round(last + earlier_s, 1)
+    earlier_pages = {n["notebook"].removeprefix("notebooks/") for n in run.get("notebooks", [])
+                     if n.get("status") == "cached"}
+
+    def ref_min(pairs: list[tuple[float | None, float | None]]) -> float | None:
+        parts = [reference_minutes(seconds, speed) for seconds, speed in pairs]
+        return None if any(x is None for x in parts) else sum(parts)
     return {"status": status, "started": started, "note": note, "commit": commit, "made": same,
             "pages_finished": len(pages), "pages_not_reached": missing,
             "finished_pages_s": round(done, 1), "jobs": run.get("jobs") or jobs, "run_s": run.get("run_s"),
             **({"earlier_legs_s": round(earlier_s, 1)} if earlier_s else {}),
+            **({"earlier_legs_reference": {"img_s": earlier_img_s}} if earlier_img_s else {}),
             "render_s": run.get("render_s"), "wall_s": wall, "reference": reference,
-            "reference_min": {"wall": _rounded(reference_minutes(wall, img_s)),
-                              "pages": _rounded(reference_minutes(done, img_s))},
+            "reference_min": {"wall": _rounded(ref_min([(last, img_s), (earlier_s, before_img_s)])),
+                              "pages": _rounded(ref_min([(p["seconds"] or 0, before_img_s if p["notebook"] in
+                                                          earlier_pages else img_s) for p in pages]))},
             "machine": machine(), "pages": pages}
 
 
@@ -398,6 +414,9 @@ def main() -> None:
     parser.add_argument("--earlier-wall", type=float, default=0.0, metavar="SECONDS",
                         help="with --record-run of a resumed build: the wall seconds of its interrupted invocations, "
                              "added to its wall time (the timings file holds the last invocation only)")
+    parser.add_argument("--earlier-img-s", type=float, default=None, metavar="IMG_S",
+                        help="with --earlier-wall: the reference speed those invocations measured at their start "
+                             "(their log's first line); their time converts at it, the last invocation's at its own")
     parser.add_argument("--commit", default="", help="with --record-run: the commit the run was made of")
     parser.add_argument("--jobs", type=int, default=None,
                         help="with --record-run: the run's --jobs, where its timings file does not say")
@@ -429,7 +448,7 @@ def main() -> None:
         payload = json.loads(out.read_text()) if out.exists() else {}
         only = [line.strip() for line in args.pages.read_text().splitlines() if line.strip()] if args.pages else None
         row = one_run(args.record_run, commit=args.commit, started=args.started, note=args.note, only=only,
-                      jobs=args.jobs, earlier_s=args.earlier_wall)
+                      jobs=args.jobs, earlier_s=args.earlier_wall, earlier_img_s=args.earlier_img_s)
         scale_row = payload.setdefault("scales", {}).setdefault("cpu", {})
         scale_row[args.record_as] = row
         if only is None:  # a run of some pages (--pages) cannot say what the other pages need: keep the book's

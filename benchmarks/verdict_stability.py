@@ -10,7 +10,7 @@ the two records:
 - ``counted``: a check counted in one run and was left out in the other (the reason is named);
 - ``near its boundary``: a check changed outcome and in one of the runs its p-value (of a pass or of a fail) lies
   within a factor of three of ``ALPHA``, or its interval's end lies within a tenth of the interval's width of the
-  region's bound;
+  region's bound (the row names the check, its two outcomes and its two p-values);
 - ``check moved``: a check changed outcome far from its boundary (the suspicious case);
 - ``only in one run``: the claim is missing from the other run.
 
@@ -75,12 +75,21 @@ def why_moved(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
             left = cb if ca["counted"] else ca
             return f"counted: {ca['name']} left out in one run ({left.get('excluded') or 'not computable'})"
         if ca["ours"] != cb["ours"]:
-            (near if _near(ca) or _near(cb) else far).append(f"{ca['name']} ({ca['ours']} → {cb['ours']})")
+            (near if _near(ca) or _near(cb) else far).append(f"{ca['name']} ({ca['ours']} → {cb['ours']}"
+                                                             f"{_p_moved(ca, cb)})")
     if near:
         return f"near its boundary: {near[0]}"
     if far:
         return f"check moved: {far[0]}"
     return "the same checks, another total"
+
+
+def _p_moved(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    """The two runs' p-values of the outcome a moved check reached (a fail's where one of them failed, a pass's
+    otherwise), as ``", p 0.003 → 0.094"``; empty where either run has none."""
+    key = "p_fail" if "fail" in (a["ours"], b["ours"]) else "p"
+    pa, pb = a.get(key), b.get(key)
+    return "" if pa is None or pb is None else f", {'p of a fail' if key == 'p_fail' else 'p'} {pa:.2g} → {pb:.2g}"
 
 
 def compare(run_a: Path, run_b: Path) -> dict[str, Any]:

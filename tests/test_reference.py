@@ -62,7 +62,7 @@ XEON = {"name": "Xeon", "family": 6, "model": 207, "avx512": True}
 ZEN3 = {"name": "AMD EPYC", "family": 25, "model": 1, "avx512": False}
 
 
-def _build(tmp_path, monkeypatch, made, *, cached=False, earlier_s=0.0):
+def _build(tmp_path, monkeypatch, made, *, cached=False, earlier_s=0.0, earlier_img_s=None):
     import ensdiv.book as book
     from ensdiv.book import stamps
 
@@ -81,7 +81,7 @@ def _build(tmp_path, monkeypatch, made, *, cached=False, earlier_s=0.0):
     monkeypatch.setattr(book, "toc_notebooks", lambda root: pages)
     monkeypatch.setattr(stamps, "page_run", lambda copy, rel, scale: types.SimpleNamespace(status="ok", records=[]))
     monkeypatch.setattr(reference, "REFERENCE_IMG_S", 1000.0)
-    return bench.one_run(tmp_path / "build", commit="abc", earlier_s=earlier_s)
+    return bench.one_run(tmp_path / "build", commit="abc", earlier_s=earlier_s, earlier_img_s=earlier_img_s)
 
 
 def test_a_build_resumed_on_its_own_commit_and_machine_says_so_with_reference_minutes(tmp_path, monkeypatch):
@@ -99,6 +99,23 @@ def test_a_resumed_builds_interrupted_invocations_add_to_its_wall_time(tmp_path,
     # 60 s of running and 6 of rendering in the last invocation, 54 s before it: 120 s at half the reference speed
     assert (row["wall_s"], row["earlier_legs_s"], row["reference_min"]["wall"]) == (120.0, 54.0, 1.0)
     assert "earlier_legs_s" not in _build(tmp_path, monkeypatch, {"a": one, "b": one})
+
+
+def test_the_interrupted_invocations_convert_at_the_speed_they_measured(tmp_path, monkeypatch):
+    one = {"commit": "abc", "dirty": False, "cpu": XEON}
+    row = _build(tmp_path, monkeypatch, {"a": one, "b": one}, cached=True, earlier_s=38.0, earlier_img_s=1500.0)
+    # the last invocation: 66 s at 500 img/s (0.55 reference min); the earlier one: 38 s at 1,500 (0.95). Its page b
+    # (cached in the last invocation) converts at 1,500: 0.75 reference min, page a at 500: 0.25
+    assert row["reference_min"] == {"wall": 1.5, "pages": 1.0}
+    assert row["earlier_legs_reference"] == {"img_s": 1500.0} and row["reference"] == {"img_s": 500.0}
+
+
+@pytest.mark.parametrize(("earlier_s", "img_s"), [(38.0, 0.0), (38.0, -1.0), (38.0, float("nan")), (0.0, 1500.0)])
+def test_an_earlier_speed_that_is_not_positive_or_has_no_earlier_wall_time_is_refused(tmp_path, monkeypatch,
+                                                                                     earlier_s, img_s):
+    one = {"commit": "abc", "dirty": False, "cpu": XEON}
+    with pytest.raises(SystemExit, match=r"^--earlier-img-s is the reference speed .* > 0 given with their"):
+        _build(tmp_path, monkeypatch, {"a": one, "b": one}, cached=True, earlier_s=earlier_s, earlier_img_s=img_s)
 
 
 

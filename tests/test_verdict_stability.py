@@ -14,11 +14,11 @@ vs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(vs)
 
 
-def _record(verdict, *, ours="pass", p=0.01, interval=(0.5, 1.5), counted=True, excluded="", gate="pass",
-            item="Fig. 1"):
+def _record(verdict, *, ours="pass", p=0.01, p_fail=0.9, interval=(0.5, 1.5), counted=True, excluded="",
+            gate="pass", item="Fig. 1"):
     return {"paper": "sed", "item": item, "claim_id": None, "verdict": verdict, "scale": "cpu",
             "gates": [{"name": "members trained", "ours": gate}],
-            "checks": [{"name": "a beats b", "ours": ours, "p": p, "p_fail": 0.9, "interval": list(interval),
+            "checks": [{"name": "a beats b", "ours": ours, "p": p, "p_fail": p_fail, "interval": list(interval),
                         "counted": counted, "excluded": excluded}]}
 
 
@@ -27,8 +27,12 @@ def _record(verdict, *, ours="pass", p=0.01, interval=(0.5, 1.5), counted=True, 
     (_record("cannot decide", counted=False, excluded="cannot decide with 4 seeds (needs 5)"),
      "counted: a beats b left out in one run (cannot decide with 4 seeds (needs 5))"),
     (_record("inconclusive", ours="inconclusive", p=0.08, interval=(-0.1, 1.0)),
-     "near its boundary: a beats b (pass → inconclusive)"),
+     "near its boundary: a beats b (pass → inconclusive, p 0.01 → 0.08)"),
     (_record("inconclusive", ours="inconclusive", p=0.6, interval=(-3.0, 1.0)),
+     "check moved: a beats b (pass → inconclusive, p 0.01 → 0.6)"),
+    (_record("does not hold", ours="fail", p=0.99, p_fail=0.004, interval=(-3.0, -1.0)),
+     "check moved: a beats b (pass → fail, p of a fail 0.9 → 0.004)"),
+    (_record("inconclusive", ours="inconclusive", p=None, interval=(-3.0, 1.0)),
      "check moved: a beats b (pass → inconclusive)"),
 ])
 def test_a_moved_verdict_names_its_reason(b, why):
@@ -47,7 +51,7 @@ def test_compare_counts_the_same_and_the_moved_claims(monkeypatch, tmp_path):
     assert [(r["paper"], r["item"], r["claim_id"]) for r in out["rows"]] == [
         ("sed", "Fig. 1", ""), ("sed", "Fig. 2", ""), ("sed", "Fig. 3", "")]
     assert vs.table(out["rows"]).splitlines() == [
-        "sed · Fig. 2: holds → inconclusive (near its boundary: a beats b (pass → inconclusive))",
+        "sed · Fig. 2: holds → inconclusive (near its boundary: a beats b (pass → inconclusive, p 0.01 → 0.07))",
         "sed · Fig. 3: holds → None (only in one run)"]
 
 
