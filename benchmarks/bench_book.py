@@ -282,7 +282,9 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     timings = build_dir / f"timings-{scale}.json"
     run = json.loads(timings.read_text()) if timings.exists() else {}
     done = sum(p["seconds"] or 0 for p in pages)
-    resumed = any(n.get("status") == "cached" for n in run.get("notebooks", []))
+    earlier_pages = {n["notebook"].removeprefix("notebooks/") for n in run.get("notebooks", [])
+                     if n.get("status") == "cached"}  # they ran in an earlier invocation
+    resumed = bool(earlier_pages)
     same = one_commit(made)
     whole = not missing and all(p["status"] == "ok" for p in pages) and bool(run)
     status = ("one run" if whole and not resumed else "one commit, resumed" if whole and same
@@ -292,8 +294,6 @@ def one_run(build_dir: Path, *, commit: str, scale: str = "cpu", started: str = 
     before_img_s = earlier_img_s or img_s
     last = run["run_s"] + run["render_s"] if run.get("run_s") and run.get("render_s") else None
     wall = None if last is None else round(last + earlier_s, 1)
-    earlier_pages = {n["notebook"].removeprefix("notebooks/") for n in run.get("notebooks", [])
-                     if n.get("status") == "cached"}
 
     def ref_min(pairs: list[tuple[float | None, float | None]]) -> float | None:
         parts = [reference_minutes(seconds, speed) for seconds, speed in pairs]

@@ -24,7 +24,7 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -335,6 +335,7 @@ def run_notebooks(
     root = Path(root or project_root()).resolve()
     cache_checked = False
     since = time.time()  # a page that loads a store entry older than this did not run cold (the pace skips it)
+    copies = tuple(out_root / _name(nb, root) for nb in notebooks)  # in book order: whose store entry is whose
     estimates = _plan(notebooks, root, out_root, scale, params, base, force, img_s) if progress else {}
     if jobs < 1:
         raise EnsdivError(f"--jobs must be 1 or more, got {jobs}.")
@@ -342,7 +343,7 @@ def run_notebooks(
         order = _parallel_order(notebooks, root, out_root, scale, estimates)
         return _run_in_parallel(notebooks, jobs, dict(scale=scale, params=params, out_root=out_root, force=force,
                                                       kernel=kernel, progress=progress, root=root, trace=trace),
-                                order, estimates, since=since)
+                                order, estimates, since=since, copies=copies)
     for nb in notebooks:
         rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
         out = out_root / rel
@@ -379,7 +380,7 @@ def run_notebooks(
         results.append(res)
         if progress:
             _print_pace(results, estimates, left=notebooks[len(results):], since=since,  # one result per page
-                        book=[out_root / _name(n, root) for n in notebooks])
+                        book=copies)
     return results
 
 
@@ -407,12 +408,12 @@ def _served_from_store(copy: Path, since: float, *, book: tuple[Path, ...] = ())
 
 
 def _print_pace(results: Iterable[NotebookResult], estimates: dict[Path, float], *, left: list[Path],
-                since: float, book: Sequence[Path] = ()) -> None:
+                since: float, book: tuple[Path, ...] = ()) -> None:
     """After a page: this run's pace against the recorded times over the pages that ran ok and cold (none of the
     store entries they loaded predates the build, ``since``: a resumed zoo served from the store in 2.5 minutes
     against 80 recorded made the pace 0.03x), and the page time left at it
     (:func:`ensdiv.book.schedule.pace`), once such a page with an estimate has finished and while one is left."""
-    cold = [r for r in results if r.status == "ok" and not _served_from_store(r.output, since, book=tuple(book))]
+    cold = [r for r in results if r.status == "ok" and not _served_from_store(r.output, since, book=book)]
     now = schedule.pace([(r.seconds, estimates.get(r.path)) for r in cold], [estimates.get(nb) for nb in left])
     if now is None or not now[1]:
         return
@@ -496,7 +497,8 @@ def _name(nb: Path, root: Path) -> str:
 
 def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
                      order: tuple[dict[Path, list[Path]], dict[Path, float]],
-                     estimates: dict[Path, float] | None = None, *, since: float = 0.0) -> list[NotebookResult]:
+                     estimates: dict[Path, float] | None = None, *, since: float = 0.0,
+                     copies: tuple[Path, ...] = ()) -> list[NotebookResult]:
     """Run the pages ``jobs`` at a time, each in a process of its own (results in book order): a page starts once
     the earlier pages it shares cached work with have finished, the one with the longest chain behind it first; a
     page that times itself or trains with a worker pool of its own (:data:`ensdiv.book.schedule.ALONE_PAGES`)
@@ -536,8 +538,7 @@ def _run_in_parallel(notebooks: list[Path], jobs: int, options: dict[str, Any],
                     raise res
                 done[nb] = res
                 if options["progress"]:
-                    _print_pace(done.values(), estimates, left=[*waiting, *running], since=since,
-                                book=[options["out_root"] / _name(n, root) for n in notebooks])
+                    _print_pace(done.values(), estimates, left=[*waiting, *running], since=since, book=copies)
         except BaseException:
             pool.terminate()  # SIGTERM: each page process ends its kernel and removes its partial copy
             raise
